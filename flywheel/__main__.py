@@ -1,0 +1,3 @@
+from flywheel.cli import main
+
+main()

@@ -1,0 +1,77 @@
+"""The `flywheel` command line. Each area adds its commands in flywheel/commands/<area>.py via `register(app)`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+import typer
+
+from flywheel.console import console, fail
+
+app = typer.Typer(
+    name="flywheel",
+    help="An open data flywheel for computer-use agents: ingest, validate, route, train, repeat.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+#: Command modules, each with `register(app: typer.Typer)`. Order is the order of `flywheel --help`.
+COMMAND_MODULES = (
+    "flywheel.commands.lake",  # init, tables, sql, shell, config
+    "flywheel.commands.ingest",  # ingest think-aloud | annotations | rollouts
+    "flywheel.commands.routing",  # route, simulate
+    "flywheel.commands.demo",  # demo
+    "flywheel.commands.rounds",  # round run | status | resume, serve
+    "flywheel.commands.people",  # upload, sessions, audit, export
+    "flywheel.commands.dashboard",  # dashboard
+    "flywheel.commands.ops",  # maintain, check
+)
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+    if debug:
+        os.environ["FLYWHEEL_DEBUG"] = "1"
+
+
+def _register_all() -> None:
+    for mod in COMMAND_MODULES:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod).register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Entry point: run the app; known errors become one line on stderr (exit 1), tracebacks only with --debug."""
+    from storage.errors import LakeError
+
+    debug = "--debug" in sys.argv or os.environ.get("FLYWHEEL_DEBUG") == "1"
+    try:
+        app(standalone_mode=False)
+    except SystemExit as e:
+        raise
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        fail("aborted")
+    except Exception as e:  # noqa: BLE001 - the CLI boundary: one line, traceback on --debug
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if debug:
+            console.print_exception()
+            sys.exit(1)
+        kind = "" if isinstance(e, (LakeError, ValueError, FileNotFoundError)) else f"{type(e).__name__}: "
+        fail(f"{kind}{e}")
+
+
+if __name__ == "__main__":
+    main()

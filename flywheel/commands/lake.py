@@ -1,0 +1,136 @@
+"""Lake commands: init, tables, sql, shell, config."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from flywheel.commands.common import LakeOpt, open_lake
+from flywheel.console import console, fail
+from flywheel.settings import get_settings
+from schemas.tables import TABLES
+
+
+class OutFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+def init(lake: LakeOpt = None) -> None:
+    """Create every table with its explicit schema (safe to run again).
+
+    Example: flywheel init --lake s3://my-bucket/flywheel
+    """
+    lk = open_lake(lake, create=True)
+    console.print(f"lake ready at [bold]{lk.uri}[/] ({len(TABLES)} tables)")
+
+
+def tables(lake: LakeOpt = None) -> None:
+    """List the tables with row counts, Delta versions and sizes.
+
+    Example: flywheel tables --lake ./lake
+    """
+    lk = open_lake(lake)
+    t = Table("table", "rows", "version", "files", "size", title=str(lk.uri))
+    for name in TABLES:
+        dt = lk.delta(name)
+        adds = dt.get_add_actions(flatten=True)
+        size = sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0
+        t.add_row(name, f"{lk.count(name):,}", str(dt.version()), str(adds.num_rows), _human(size))
+    console.print(t)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def sql(
+    query: Annotated[str, typer.Argument(help="A DuckDB SELECT over the table views.")],
+    lake: LakeOpt = None,
+    format: Annotated[OutFormat, typer.Option("--format", "-f", help="Output format.")] = OutFormat.table,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of the terminal.")] = None,
+    as_of_version: Annotated[
+        int | None, typer.Option("--as-of-version", help="Read every table as of this Delta version (time travel).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+) -> None:
+    """Run a read-only DuckDB query over views of every table.
+
+    Example: flywheel sql "SELECT round, pass_rate FROM rounds ORDER BY round" --format csv --out rounds.csv
+    """
+    from storage.query import run_query
+
+    lk = open_lake(lake)
+    result = run_query(lk, query, version=as_of_version)
+    if format is OutFormat.table and out is None:
+        t = Table(*result.column_names)
+        for row in result.slice(0, limit).to_pylist():
+            t.add_row(*("" if v is None else str(v) for v in row.values()))
+        console.print(t)
+        if result.num_rows > limit:
+            console.print(f"({result.num_rows:,} rows, {limit} shown; use --format csv --out FILE for all)")
+        return
+    _write(result, format, out)
+
+
+def _write(result, format: OutFormat, out: Path | None) -> None:  # noqa: ANN001
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    if format is OutFormat.parquet:
+        if out is None:
+            fail("--format parquet needs --out FILE")
+        pq.write_table(result, out)
+    elif format is OutFormat.csv:
+        if out is None:
+            import sys
+
+            pcsv.write_csv(result, sys.stdout.buffer)
+        else:
+            pcsv.write_csv(result, out)
+    else:
+        rows = result.to_pylist()
+        text = "\n".join(json.dumps(r, default=str) for r in rows) + ("\n" if rows else "")
+        if out is None:
+            print(text, end="")
+        else:
+            out.write_text(text)
+    if out is not None:
+        console.print(f"wrote {result.num_rows:,} rows to {out}")
+
+
+def shell(lake: LakeOpt = None, as_of_version: Annotated[int | None, typer.Option("--as-of-version")] = None) -> None:
+    """An interactive DuckDB prompt with a view of every table (end with Ctrl-D).
+
+    Example: flywheel shell --lake ./lake
+    """
+    from storage.query import repl
+
+    repl(open_lake(lake), version=as_of_version)
+
+
+def config() -> None:
+    """Print the effective settings (flywheel.toml and FLYWHEEL_* variables), secrets masked.
+
+    Example: FLYWHEEL_LAKE=s3://bucket/lake flywheel config
+    """
+    t = Table("setting", "value")
+    for k, v in get_settings().masked().items():
+        t.add_row(k, "" if v is None else str(v))
+    console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (init, tables, sql, shell, config):
+        app.command()(fn)

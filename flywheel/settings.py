@@ -1,0 +1,83 @@
+"""Settings: flywheel.toml, then FLYWHEEL_* environment variables (which win), via pydantic-settings."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+
+def _toml_path() -> Path:
+    return Path(os.environ.get("FLYWHEEL_CONFIG", "flywheel.toml"))
+
+
+class Settings(BaseSettings):
+    """Effective settings. Every field can be set in flywheel.toml or as FLYWHEEL_<NAME>."""
+
+    model_config = SettingsConfigDict(env_prefix="FLYWHEEL_", extra="ignore")
+
+    lake: str = "./lake"
+    landing: str = "./landing"
+    # S3 (used when the lake or landing area is s3://...)
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_allow_http: bool = False
+    s3_connect_timeout_s: float = 5.0
+    s3_max_attempts: int = 3
+    # pseudonymisation of annotator ids
+    pseudonym_salt: SecretStr = SecretStr("flywheel-default-salt-change-me")
+    # ASR and cleanup
+    asr_model: str = "tiny.en"
+    asr_device: str = "cpu"
+    asr_compute_type: str = "int8"
+    asr_language: str | None = "en"
+    asr_beam_size: int = 1
+    cleanup_backend: str = "rules"  # rules | llm
+    llm_model: str | None = None  # local model folder/GGUF, or an OpenAI-compatible URL
+    # routing
+    routing_policy: str | None = None  # path to a routing policy file; the bundled default otherwise
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_toml_path()))
+
+    def masked(self) -> dict[str, Any]:
+        """Settings as a dict with secrets shown as '***' (for `flywheel config` and logs)."""
+        out: dict[str, Any] = {}
+        for k, v in self.model_dump().items():
+            if isinstance(v, SecretStr):
+                out[k] = "***" if v.get_secret_value() else ""
+            elif k.endswith(("secret_access_key", "access_key_id", "salt")) and v:
+                out[k] = "***"
+            else:
+                out[k] = v
+        return out
+
+
+@lru_cache(maxsize=1)
+def _cached() -> Settings:
+    return Settings()
+
+
+def get_settings(**overrides: Any) -> Settings:
+    """The effective settings; overrides (e.g. from CLI flags) win over everything."""
+    if overrides:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    return _cached()
+
+
+def reset_settings_cache() -> None:
+    _cached.cache_clear()

@@ -1,0 +1,248 @@
+"""The action grammar (UI-TARS style): one action per step, parsed and formatted with an exact round trip.
+
+Grammar (one call, keyword arguments, single-quoted values, backslash escapes inside quotes):
+
+    click(point='<point>x y</point>')           left_double(point=...)     right_single(point=...)
+    drag(start_point='<point>x1 y1</point>', end_point='<point>x2 y2</point>')
+    hotkey(key='ctrl c')     type(content='...')     scroll(point='<point>x y</point>', direction='down')
+    wait()    finished(content='...')    press_home()    press_back()
+
+Coordinates are non-negative integers in pixels of the stored screenshot. `format_action(parse_action(s)) == s`
+holds for every string that `format_action` can produce, and `parse_action(format_action(a)) == a` for every
+valid Action. Anything else raises ActionError with a message that says what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Coordinates above this are absurd for any screen (8K is 7680 wide); they are rejected, not clipped.
+MAX_COORD = 16384
+
+POINT_KINDS = ("click", "left_double", "right_single")
+TEXT_KINDS = ("type", "finished")
+NOARG_KINDS = ("wait", "press_home", "press_back")
+KINDS = POINT_KINDS + ("drag", "hotkey", "scroll") + TEXT_KINDS + NOARG_KINDS
+DIRECTIONS = ("up", "down", "left", "right")
+
+_ARGS: dict[str, tuple[str, ...]] = {
+    **{k: ("point",) for k in POINT_KINDS},
+    "drag": ("start_point", "end_point"),
+    "hotkey": ("key",),
+    "type": ("content",),
+    "finished": ("content",),
+    "scroll": ("point", "direction"),
+    **{k: () for k in NOARG_KINDS},
+}
+
+
+class ActionError(ValueError):
+    """An action string or Action that does not follow the grammar; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A parsed action. Fields that a kind does not use are None."""
+
+    kind: str
+    x: int | None = None
+    y: int | None = None
+    x2: int | None = None
+    y2: int | None = None
+    text: str | None = None  # content of type/finished
+    key: str | None = None  # hotkey, space-separated keys
+    direction: str | None = None  # scroll
+
+    def __post_init__(self) -> None:
+        validate_action(self)
+
+    @property
+    def point(self) -> tuple[int, int] | None:
+        return None if self.x is None or self.y is None else (self.x, self.y)
+
+
+def _check_coord(name: str, v: object) -> None:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ActionError(f"{name} must be an integer pixel coordinate, got {v!r}")
+    if v < 0:
+        raise ActionError(f"{name}={v} is negative; coordinates are pixels of the screenshot")
+    if v > MAX_COORD:
+        raise ActionError(f"{name}={v} is absurd (> {MAX_COORD} px)")
+
+
+def validate_action(a: Action) -> None:
+    """Raise ActionError unless the fields match what the kind needs."""
+    if a.kind not in _ARGS:
+        raise ActionError(f"unknown action kind {a.kind!r}; expected one of {', '.join(KINDS)}")
+    needs_point = a.kind in POINT_KINDS or a.kind in ("drag", "scroll")
+    for name in ("x", "y"):
+        v = getattr(a, name)
+        if needs_point:
+            _check_coord(name, v)
+        elif v is not None:
+            raise ActionError(f"{a.kind} takes no {name}")
+    for name in ("x2", "y2"):
+        v = getattr(a, name)
+        if a.kind == "drag":
+            _check_coord(name, v)
+        elif v is not None:
+            raise ActionError(f"{a.kind} takes no {name}")
+    if a.kind in TEXT_KINDS:
+        if not isinstance(a.text, str):
+            raise ActionError(f"{a.kind} needs content text")
+    elif a.text is not None:
+        raise ActionError(f"{a.kind} takes no content")
+    if a.kind == "hotkey":
+        if not isinstance(a.key, str) or not a.key.strip() or a.key != " ".join(a.key.split()):
+            raise ActionError(f"hotkey needs keys separated by single spaces, got {a.key!r}")
+        if "'" in a.key or "\\" in a.key:
+            raise ActionError(f"hotkey keys may not contain quotes or backslashes: {a.key!r}")
+    elif a.key is not None:
+        raise ActionError(f"{a.kind} takes no key")
+    if a.kind == "scroll":
+        if a.direction not in DIRECTIONS:
+            raise ActionError(f"scroll direction must be one of {DIRECTIONS}, got {a.direction!r}")
+    elif a.direction is not None:
+        raise ActionError(f"{a.kind} takes no direction")
+
+
+def _quote(s: str) -> str:
+    out = s.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f"'{out}'"
+
+
+_UNESCAPE = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t", '"': '"'}
+
+
+def _point(x: int | None, y: int | None) -> str:
+    return f"'<point>{x} {y}</point>'"
+
+
+def format_action(a: Action) -> str:
+    """The canonical string of an action."""
+    if a.kind in POINT_KINDS:
+        return f"{a.kind}(point={_point(a.x, a.y)})"
+    if a.kind == "drag":
+        return f"drag(start_point={_point(a.x, a.y)}, end_point={_point(a.x2, a.y2)})"
+    if a.kind == "hotkey":
+        return f"hotkey(key={_quote(a.key or '')})"
+    if a.kind in TEXT_KINDS:
+        return f"{a.kind}(content={_quote(a.text or '')})"
+    if a.kind == "scroll":
+        return f"scroll(point={_point(a.x, a.y)}, direction={_quote(a.direction or '')})"
+    return f"{a.kind}()"
+
+
+_CALL = re.compile(r"\s*([a-z_]+)\s*\((.*)\)\s*", re.S)
+_POINT = re.compile(r"\s*<point>\s*(-?\d+)\s*[ ,]\s*(-?\d+)\s*</point>\s*")
+_NAME = re.compile(r"\s*([a-z_]+)\s*=\s*")
+
+
+def _read_quoted(s: str, i: int) -> tuple[str, int]:
+    """Read a single-quoted string starting at s[i] == "'"; return (value, index after the closing quote)."""
+    out: list[str] = []
+    i += 1
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            if i + 1 >= len(s):
+                break
+            nxt = s[i + 1]
+            if nxt not in _UNESCAPE:
+                raise ActionError(f"unknown escape \\{nxt} in quoted value")
+            out.append(_UNESCAPE[nxt])
+            i += 2
+            continue
+        if c == "'":
+            return "".join(out), i + 1
+        out.append(c)
+        i += 1
+    raise ActionError("unterminated quoted value")
+
+
+def _parse_args(body: str) -> dict[str, str]:
+    args: dict[str, str] = {}
+    i = 0
+    while i < len(body):
+        if body[i:].strip() == "":
+            break
+        m = _NAME.match(body, i)
+        if not m:
+            raise ActionError(f"expected name='value' at {body[i:i + 20]!r}")
+        name = m.group(1)
+        i = m.end()
+        if i >= len(body) or body[i] not in "'\"":
+            raise ActionError(f"value of {name} must be quoted")
+        if body[i] == '"':  # tolerate double quotes from models: same escapes, other delimiter
+            j = body.find('"', i + 1)
+            if j < 0:
+                raise ActionError("unterminated quoted value")
+            value, i = body[i + 1 : j], j + 1
+        else:
+            value, i = _read_quoted(body, i)
+        if name in args:
+            raise ActionError(f"argument {name} given twice")
+        args[name] = value
+        rest = body[i:].lstrip()
+        if rest.startswith(","):
+            i = len(body) - len(rest) + 1
+        elif rest:
+            raise ActionError(f"unexpected text after {name}: {rest[:20]!r}")
+        else:
+            break
+    return args
+
+
+def _parse_point(name: str, v: str) -> tuple[int, int]:
+    m = _POINT.fullmatch(v)
+    if not m:
+        # accept the bare "(x,y)" / "x y" forms some models write
+        m = re.fullmatch(r"\s*\(?\s*(-?\d+)\s*[ ,]\s*(-?\d+)\s*\)?\s*", v)
+    if not m:
+        raise ActionError(f"{name} must look like <point>x y</point>, got {v!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_action(s: str) -> Action:
+    """Parse an action string; raise ActionError saying what is wrong."""
+    if not isinstance(s, str):
+        raise ActionError(f"an action must be a string, got {type(s).__name__}")
+    m = _CALL.fullmatch(s)
+    if not m:
+        raise ActionError(f"not an action call: {s[:60]!r}")
+    kind, body = m.group(1), m.group(2)
+    if kind not in _ARGS:
+        raise ActionError(f"unknown action kind {kind!r}; expected one of {', '.join(KINDS)}")
+    args = _parse_args(body)
+    expected = set(_ARGS[kind])
+    if set(args) != expected:
+        missing, extra = expected - set(args), set(args) - expected
+        parts = ([f"missing {', '.join(sorted(missing))}"] if missing else []) + (
+            [f"unexpected {', '.join(sorted(extra))}"] if extra else []
+        )
+        raise ActionError(f"{kind}: {'; '.join(parts)}")
+    if kind in POINT_KINDS:
+        x, y = _parse_point("point", args["point"])
+        return Action(kind, x=x, y=y)
+    if kind == "drag":
+        x, y = _parse_point("start_point", args["start_point"])
+        x2, y2 = _parse_point("end_point", args["end_point"])
+        return Action(kind, x=x, y=y, x2=x2, y2=y2)
+    if kind == "scroll":
+        x, y = _parse_point("point", args["point"])
+        return Action(kind, x=x, y=y, direction=args["direction"])
+    if kind == "hotkey":
+        return Action(kind, key=args["key"])
+    if kind in TEXT_KINDS:
+        return Action(kind, text=args["content"])
+    return Action(kind)
+
+
+def check_on_screen(a: Action, width: int, height: int) -> None:
+    """Raise ActionError if any coordinate of the action lies outside a width x height screen."""
+    for name, (x, y) in (("point", (a.x, a.y)), ("end_point", (a.x2, a.y2))):
+        if x is None or y is None:
+            continue
+        if x >= width or y >= height:
+            raise ActionError(f"{name} ({x}, {y}) is outside the {width}x{height} screen")

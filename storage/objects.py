@@ -1,0 +1,172 @@
+"""The object store next to the tables: media and checkpoints, content-addressed by SHA-256 (boto3 on S3)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+from storage.errors import LakeError
+from storage.uri import LakeURI
+
+OBJECTS = "objects"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def object_key(digest: str, suffix: str = "") -> str:
+    """Lake-relative key of a content-addressed object: objects/ab/abcdef...<suffix>."""
+    return f"{OBJECTS}/{digest[:2]}/{digest}{suffix}"
+
+
+class ObjectStore(Protocol):
+    uri: LakeURI
+
+    def put_bytes(self, rel: str, data: bytes) -> None: ...
+    def get_bytes(self, rel: str) -> bytes | None: ...
+    def exists(self, rel: str) -> bool: ...
+    def list(self, prefix: str) -> list[str]: ...
+
+    def put_text(self, rel: str, text: str) -> None: ...
+    def get_text(self, rel: str) -> str | None: ...
+    def put_object(self, data: bytes, suffix: str = "") -> str: ...
+    def get_object(self, uri: str) -> bytes: ...
+
+
+class _Common:
+    uri: LakeURI
+
+    def put_bytes(self, rel: str, data: bytes) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def get_bytes(self, rel: str) -> bytes | None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def exists(self, rel: str) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def put_text(self, rel: str, text: str) -> None:
+        self.put_bytes(rel, text.encode())
+
+    def get_text(self, rel: str) -> str | None:
+        b = self.get_bytes(rel)
+        return None if b is None else b.decode()
+
+    def put_object(self, data: bytes, suffix: str = "") -> str:
+        """Store bytes under their SHA-256 and return the object's URI. Storing the same bytes again is free."""
+        rel = object_key(sha256_hex(data), suffix)
+        if not self.exists(rel):
+            self.put_bytes(rel, data)
+        return self.uri.join(rel)
+
+    def rel(self, uri: str) -> str:
+        root = self.uri.join()
+        if not uri.startswith(root):
+            raise LakeError(f"object {uri} is not inside the lake {root}")
+        return uri[len(root) :].lstrip("/")
+
+    def get_object(self, uri: str) -> bytes:
+        data = self.get_bytes(self.rel(uri))
+        if data is None:
+            raise LakeError(f"object {uri} is missing from the object store")
+        return data
+
+
+class LocalObjectStore(_Common):
+    def __init__(self, uri: LakeURI) -> None:
+        self.uri = uri
+
+    def _path(self, rel: str) -> Path:
+        return Path(self.uri.key(rel))
+
+    def put_bytes(self, rel: str, data: bytes) -> None:
+        p = self._path(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")  # write then rename: never a half file
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+
+    def get_bytes(self, rel: str) -> bytes | None:
+        p = self._path(rel)
+        return p.read_bytes() if p.is_file() else None
+
+    def exists(self, rel: str) -> bool:
+        return self._path(rel).is_file()
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix)
+        root = Path(self.uri.root)
+        if base.is_file():
+            return [prefix]
+        if not base.is_dir():
+            return []
+        return sorted(str(p.relative_to(root)) for p in base.rglob("*") if p.is_file())
+
+
+class S3ObjectStore(_Common):
+    def __init__(self, uri: LakeURI) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.uri = uri
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=uri.endpoint_url,
+            region_name=uri.region,
+            aws_access_key_id=uri.access_key_id,
+            aws_secret_access_key=uri.secret_access_key,
+            config=Config(
+                connect_timeout=uri.connect_timeout_s,
+                read_timeout=max(uri.connect_timeout_s * 6, 10),
+                retries={"max_attempts": uri.max_attempts, "mode": "standard"},
+            ),
+        )
+
+    def _call(self, fn, **kw):  # noqa: ANN001, ANN202
+        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+        try:
+            return fn(Bucket=self.uri.bucket, **kw)
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ("404", "NoSuchKey", "NotFound"):
+                return None
+            if code == "NoSuchBucket":
+                raise LakeError(f"bucket {self.uri.bucket!r} does not exist at {self.uri.endpoint_url or 'AWS'}") from None
+            raise LakeError(f"S3 error {code} on {self.uri}: {e.response.get('Error', {}).get('Message', '')}") from None
+        except EndpointConnectionError:
+            raise LakeError(f"cannot reach the S3 endpoint {self.uri.endpoint_url or 'AWS'}; check FLYWHEEL_S3_ENDPOINT_URL") from None
+        except BotoCoreError as e:
+            raise LakeError(f"S3 request failed on {self.uri}: {type(e).__name__}") from None
+
+    def put_bytes(self, rel: str, data: bytes) -> None:
+        self._call(self.client.put_object, Key=self.uri.key(rel), Body=data)
+
+    def get_bytes(self, rel: str) -> bytes | None:
+        r = self._call(self.client.get_object, Key=self.uri.key(rel))
+        return None if r is None else r["Body"].read()
+
+    def exists(self, rel: str) -> bool:
+        return self._call(self.client.head_object, Key=self.uri.key(rel)) is not None
+
+    def list(self, prefix: str) -> list[str]:
+        out: list[str] = []
+        base = self.uri.key(prefix)
+        strip = len(self.uri.prefix) + 1 if self.uri.prefix else 0
+        token = None
+        while True:
+            kw = {"Prefix": base} | ({"ContinuationToken": token} if token else {})
+            r = self._call(self.client.list_objects_v2, **kw) or {}
+            out += [o["Key"][strip:] for o in r.get("Contents", [])]
+            if not r.get("IsTruncated"):
+                return out
+            token = r["NextContinuationToken"]
+
+
+def open_object_store(uri: LakeURI) -> ObjectStore:
+    return S3ObjectStore(uri) if uri.scheme == "s3" else LocalObjectStore(uri)
