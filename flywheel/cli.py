@@ -47,6 +47,20 @@ def _register_all() -> None:
 _register_all()
 
 
+def _click_exceptions() -> tuple[type[BaseException], ...]:
+    """Usage errors from typer's own (vendored) click and from plain click: shown as click shows them."""
+    import click
+
+    kinds: list[type[BaseException]] = [click.exceptions.ClickException]
+    try:
+        from typer._click.exceptions import ClickException as VendoredClickException
+
+        kinds.append(VendoredClickException)
+    except ImportError:  # older typer uses click directly
+        pass
+    return tuple(kinds)
+
+
 def main() -> None:
     """Entry point: run the app; known errors become one line on stderr (exit 1), tracebacks only with --debug."""
     from storage.errors import LakeError
@@ -54,16 +68,14 @@ def main() -> None:
     debug = "--debug" in sys.argv or os.environ.get("FLYWHEEL_DEBUG") == "1"
     try:
         app(standalone_mode=False)
-    except SystemExit as e:
+    except SystemExit:
         raise
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:
-        fail("aborted")
+    except (typer.Abort, KeyboardInterrupt):
+        fail("aborted", 130)
     except Exception as e:  # noqa: BLE001 - the CLI boundary: one line, traceback on --debug
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+        if isinstance(e, _click_exceptions()):
             e.show()
             sys.exit(e.exit_code)
         if debug:

@@ -12,6 +12,9 @@ err_console = Console(stderr=True)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print `error: message` on one line to stderr and exit non-zero."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print `error: message` on one line to stderr and exit non-zero (newlines inside are folded)."""
+    from rich.markup import escape
+
+    one_line = " ".join(str(message).split())
+    err_console.print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
     sys.exit(code)

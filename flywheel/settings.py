@@ -28,8 +28,10 @@ class Settings(BaseSettings):
     s3_access_key_id: str | None = None
     s3_secret_access_key: SecretStr | None = None
     s3_allow_http: bool = False
-    s3_connect_timeout_s: float = 5.0
-    s3_max_attempts: int = 3
+    # Bounds on a slow or unreachable endpoint (boto3 and deltalake alike): an error comes within seconds.
+    s3_connect_timeout_s: float = 3.0
+    s3_read_timeout_s: float = 20.0
+    s3_max_attempts: int = 3  # total tries per request, the first included
     # pseudonymisation of annotator ids
     pseudonym_salt: SecretStr = SecretStr("flywheel-default-salt-change-me")
     # ASR and cleanup

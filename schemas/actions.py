@@ -1,6 +1,7 @@
-"""The action grammar (UI-TARS style): one action per step, parsed and formatted with an exact round trip.
+r"""The action grammar (UI-TARS style): one action per step, parsed and formatted with an exact round trip.
 
-Grammar (one call, keyword arguments, single-quoted values, backslash escapes inside quotes):
+Grammar (one call, keyword arguments, single-quoted values; inside quotes the escapes \\ \' \n \r \t, and \uXXXX
+for the other characters that would break a line, so an action is always one line):
 
     click(point='<point>x y</point>')           left_double(point=...)     right_single(point=...)
     drag(start_point='<point>x1 y1</point>', end_point='<point>x2 y2</point>')
@@ -71,6 +72,14 @@ def _check_coord(name: str, v: object) -> None:
         raise ActionError(f"{name}={v} is absurd (> {MAX_COORD} px)")
 
 
+def _check_unicode(kind: str, text: str) -> None:
+    """Lone surrogates cannot be stored (Arrow and Parquet want UTF-8): refuse them here, by name."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ActionError(f"{kind} content is not valid Unicode (lone surrogate at {e.start})") from None
+
+
 def validate_action(a: Action) -> None:
     """Raise ActionError unless the fields match what the kind needs."""
     if a.kind not in _ARGS:
@@ -91,9 +100,12 @@ def validate_action(a: Action) -> None:
     if a.kind in TEXT_KINDS:
         if not isinstance(a.text, str):
             raise ActionError(f"{a.kind} needs content text")
+        _check_unicode(a.kind, a.text)
     elif a.text is not None:
         raise ActionError(f"{a.kind} takes no content")
     if a.kind == "hotkey":
+        if isinstance(a.key, str):
+            _check_unicode("hotkey", a.key)
         if not isinstance(a.key, str) or not a.key.strip() or a.key != " ".join(a.key.split()):
             raise ActionError(f"hotkey needs keys separated by single spaces, got {a.key!r}")
         if "'" in a.key or "\\" in a.key:
@@ -107,9 +119,15 @@ def validate_action(a: Action) -> None:
         raise ActionError(f"{a.kind} takes no direction")
 
 
+#: Characters other than \n and \r that str.splitlines() breaks on: written as \uXXXX so an action stays one line.
+_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_QUOTE_TABLE = str.maketrans(
+    {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"} | {c: f"\\u{ord(c):04x}" for c in _LINE_BREAKS}
+)
+
+
 def _quote(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    return f"'{out}'"
+    return "'" + s.translate(_QUOTE_TABLE) + "'"
 
 
 _UNESCAPE = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t", '"': '"'}
@@ -135,12 +153,16 @@ def format_action(a: Action) -> str:
 
 
 _CALL = re.compile(r"\s*([a-z_]+)\s*\((.*)\)\s*", re.S)
-_POINT = re.compile(r"\s*<point>\s*(-?\d+)\s*[ ,]\s*(-?\d+)\s*</point>\s*")
+# ASCII digits only: \d would also take Arabic-Indic or full-width digits, which then format differently.
+_POINT = re.compile(r"\s*<point>\s*(-?[0-9]+)\s*[ ,]\s*(-?[0-9]+)\s*</point>\s*")
+_BARE_POINT = re.compile(r"\s*\(?\s*(-?[0-9]+)\s*[ ,]\s*(-?[0-9]+)\s*\)?\s*")
 _NAME = re.compile(r"\s*([a-z_]+)\s*=\s*")
 
 
 def _read_quoted(s: str, i: int) -> tuple[str, int]:
-    """Read a single-quoted string starting at s[i] == "'"; return (value, index after the closing quote)."""
+    """Read a quoted string starting at s[i] (a single quote, or a double quote as some models write);
+    return (value, index after the closing quote). Backslash escapes are the same for both delimiters."""
+    quote = s[i]
     out: list[str] = []
     i += 1
     while i < len(s):
@@ -149,12 +171,16 @@ def _read_quoted(s: str, i: int) -> tuple[str, int]:
             if i + 1 >= len(s):
                 break
             nxt = s[i + 1]
+            if nxt == "u" and re.fullmatch(r"[0-9a-f]{4}", s[i + 2 : i + 6]):
+                out.append(chr(int(s[i + 2 : i + 6], 16)))
+                i += 6
+                continue
             if nxt not in _UNESCAPE:
                 raise ActionError(f"unknown escape \\{nxt} in quoted value")
             out.append(_UNESCAPE[nxt])
             i += 2
             continue
-        if c == "'":
+        if c == quote:
             return "".join(out), i + 1
         out.append(c)
         i += 1
@@ -174,13 +200,7 @@ def _parse_args(body: str) -> dict[str, str]:
         i = m.end()
         if i >= len(body) or body[i] not in "'\"":
             raise ActionError(f"value of {name} must be quoted")
-        if body[i] == '"':  # tolerate double quotes from models: same escapes, other delimiter
-            j = body.find('"', i + 1)
-            if j < 0:
-                raise ActionError("unterminated quoted value")
-            value, i = body[i + 1 : j], j + 1
-        else:
-            value, i = _read_quoted(body, i)
+        value, i = _read_quoted(body, i)  # double quotes from models are tolerated: same escapes
         if name in args:
             raise ActionError(f"argument {name} given twice")
         args[name] = value
@@ -198,7 +218,7 @@ def _parse_point(name: str, v: str) -> tuple[int, int]:
     m = _POINT.fullmatch(v)
     if not m:
         # accept the bare "(x,y)" / "x y" forms some models write
-        m = re.fullmatch(r"\s*\(?\s*(-?\d+)\s*[ ,]\s*(-?\d+)\s*\)?\s*", v)
+        m = _BARE_POINT.fullmatch(v)
     if not m:
         raise ActionError(f"{name} must look like <point>x y</point>, got {v!r}")
     return int(m.group(1)), int(m.group(2))
@@ -241,6 +261,8 @@ def parse_action(s: str) -> Action:
 
 def check_on_screen(a: Action, width: int, height: int) -> None:
     """Raise ActionError if any coordinate of the action lies outside a width x height screen."""
+    if width <= 0 or height <= 0:
+        raise ActionError(f"screen size {width}x{height} is not a screen")
     for name, (x, y) in (("point", (a.x, a.y)), ("end_point", (a.x2, a.y2))):
         if x is None or y is None:
             continue

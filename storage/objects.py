@@ -12,6 +12,8 @@ from storage.errors import LakeError
 from storage.uri import LakeURI
 
 OBJECTS = "objects"
+#: Objects above this size go up as multipart uploads.
+_MULTIPART_BYTES = 16 << 20
 
 
 def sha256_hex(data: bytes) -> str:
@@ -122,13 +124,20 @@ class S3ObjectStore(_Common):
             aws_secret_access_key=uri.secret_access_key,
             config=Config(
                 connect_timeout=uri.connect_timeout_s,
-                read_timeout=max(uri.connect_timeout_s * 6, 10),
-                retries={"max_attempts": uri.max_attempts, "mode": "standard"},
+                read_timeout=uri.read_timeout_s,
+                retries={"total_max_attempts": uri.max_attempts, "mode": "standard"},
             ),
         )
 
     def _call(self, fn, **kw):  # noqa: ANN001, ANN202
-        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
 
         try:
             return fn(Bucket=self.uri.bucket, **kw)
@@ -139,13 +148,37 @@ class S3ObjectStore(_Common):
             if code == "NoSuchBucket":
                 raise LakeError(f"bucket {self.uri.bucket!r} does not exist at {self.uri.endpoint_url or 'AWS'}") from None
             raise LakeError(f"S3 error {code} on {self.uri}: {e.response.get('Error', {}).get('Message', '')}") from None
-        except EndpointConnectionError:
-            raise LakeError(f"cannot reach the S3 endpoint {self.uri.endpoint_url or 'AWS'}; check FLYWHEEL_S3_ENDPOINT_URL") from None
+        except (EndpointConnectionError, ConnectTimeoutError):
+            raise LakeError(
+                f"cannot reach the S3 endpoint {self.uri.endpoint_url or 'AWS'} "
+                f"(after {self.uri.max_attempts} tries); check FLYWHEEL_S3_ENDPOINT_URL and the network"
+            ) from None
+        except ReadTimeoutError:
+            raise LakeError(
+                f"the S3 endpoint {self.uri.endpoint_url or 'AWS'} did not answer within "
+                f"{self.uri.read_timeout_s:g} s (after {self.uri.max_attempts} tries); check the endpoint or raise "
+                "FLYWHEEL_S3_READ_TIMEOUT_S"
+            ) from None
+        except NoCredentialsError:
+            raise LakeError("no S3 credentials; set FLYWHEEL_S3_ACCESS_KEY_ID and FLYWHEEL_S3_SECRET_ACCESS_KEY") from None
         except BotoCoreError as e:
-            raise LakeError(f"S3 request failed on {self.uri}: {type(e).__name__}") from None
+            raise LakeError(f"S3 request failed on {self.uri}: {type(e).__name__}: {e}") from None
 
     def put_bytes(self, rel: str, data: bytes) -> None:
-        self._call(self.client.put_object, Key=self.uri.key(rel), Body=data)
+        if len(data) <= _MULTIPART_BYTES:
+            self._call(self.client.put_object, Key=self.uri.key(rel), Body=data)
+            return
+        # Large data files (Parquet, checkpoints): multipart, parts in parallel, each part retried on its own.
+        import io
+
+        from boto3.exceptions import S3UploadFailedError
+        from boto3.s3.transfer import TransferConfig
+
+        cfg = TransferConfig(multipart_threshold=_MULTIPART_BYTES, multipart_chunksize=_MULTIPART_BYTES, max_concurrency=4)
+        try:
+            self._call(self.client.upload_fileobj, Fileobj=io.BytesIO(data), Key=self.uri.key(rel), Config=cfg)
+        except S3UploadFailedError as e:
+            raise LakeError(f"upload of {rel} to {self.uri} failed: {' '.join(str(e).split())}") from None
 
     def get_bytes(self, rel: str) -> bytes | None:
         r = self._call(self.client.get_object, Key=self.uri.key(rel))

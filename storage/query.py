@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
+import sys
+
 import pyarrow as pa
 
 from storage.errors import LakeError
 from storage.lake import Lake
+from storage.views import Versions
 
 
-def run_query(lake: Lake, query: str, version: int | None = None) -> pa.Table:
-    """Run one query over the table views and return Arrow. Errors become LakeError with DuckDB's message."""
+def run_query(lake: Lake, query: str, version: Versions = None) -> pa.Table:
+    """Run one query over the table views and return Arrow. Errors become LakeError with DuckDB's message.
+
+    `version`: an int pins every table the query reads to that Delta version; a dict pins tables one by one.
+    """
     import duckdb
 
-    con = lake.duckdb(version=version)
+    from storage.views import referenced_tables
+
+    used = referenced_tables(query)  # register only these: each view costs a Delta log read (S3 round trips)
+    if isinstance(version, int):
+        version = {t: version for t in used}
+    con = lake.duckdb(version=version, tables=sorted(used))
     con.execute("SET enable_external_access = false")  # the views are registered; no other file or URL access
     try:
-        return con.sql(query).to_arrow_table() if _returns_rows(con, query) else pa.table({})
+        rel = con.sql(query)
+        return rel.to_arrow_table() if rel is not None else pa.table({})
     except duckdb.Error as e:
         raise LakeError(f"query failed: {str(e).splitlines()[0]}") from None
 
 
-def _returns_rows(con, query: str) -> bool:  # noqa: ANN001
-    return con.sql(query) is not None
+def repl(lake: Lake, version: Versions = None) -> None:
+    """A minimal DuckDB prompt with rich output; `.tables` lists views, Ctrl-D (or end of input) ends.
 
-
-def repl(lake: Lake, version: int | None = None) -> None:
-    """A minimal DuckDB prompt with rich output; `.tables` lists views, Ctrl-D ends."""
+    Statements end with `;` and may span lines, so `echo "SELECT 1;" | flywheel shell` works too.
+    """
     import duckdb
     from rich.table import Table
 
@@ -34,15 +45,22 @@ def repl(lake: Lake, version: int | None = None) -> None:
 
     con = lake.duckdb(version=version)
     con.execute("SET enable_external_access = false")
-    console.print(f"DuckDB over {lake.uri}; views: {', '.join(TABLES)}. End with Ctrl-D.")
+    pinned = f" (pinned: {', '.join(f'{t}@{v}' for t, v in version.items())})" if isinstance(version, dict) and version else ""
+    console.print(f"DuckDB over {lake.uri}{pinned}; views: {', '.join(TABLES)}. End with Ctrl-D.")
+    interactive = sys.stdin.isatty()
     buf = ""
     while True:
         try:
-            line = input("flywheel> " if not buf else "      ...> ")
+            line = input(("flywheel> " if not buf else "      ...> ") if interactive else "")
         except EOFError:
-            console.print()
-            return
-        if line.strip() == ".tables" and not buf:
+            if buf.strip():
+                line = ";"  # run a last statement that lacks its semicolon
+            else:
+                console.print()
+                return
+        if line.strip() in (".tables", ".quit", ".exit") and not buf:
+            if line.strip() != ".tables":
+                return
             console.print(", ".join(TABLES))
             continue
         buf += line + "\n"
@@ -56,6 +74,8 @@ def repl(lake: Lake, version: int | None = None) -> None:
                 for row in res.slice(0, 100).to_pylist():
                     t.add_row(*("" if v is None else str(v) for v in row.values()))
                 console.print(t)
+                if res.num_rows > 100:
+                    console.print(f"({res.num_rows:,} rows, 100 shown)")
         except duckdb.Error as e:
-            console.print(f"[red]{str(e).splitlines()[0]}[/]")
+            console.print(f"[red]error:[/] {str(e).splitlines()[0]}")
         buf = ""

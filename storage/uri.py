@@ -22,7 +22,8 @@ class LakeURI:
     region: str = field(default="us-east-1", compare=False)
     access_key_id: str | None = field(default=None, compare=False, repr=False)
     secret_access_key: str | None = field(default=None, compare=False, repr=False)
-    connect_timeout_s: float = field(default=5.0, compare=False)
+    connect_timeout_s: float = field(default=3.0, compare=False)
+    read_timeout_s: float = field(default=20.0, compare=False)
     max_attempts: int = field(default=3, compare=False)
 
     @property
@@ -73,9 +74,15 @@ def parse_lake_uri(uri: str, settings: Settings | None = None) -> LakeURI:
             opts["AWS_SECRET_ACCESS_KEY"] = secret
         if settings.s3_allow_http or (settings.s3_endpoint_url or "").startswith("http://"):
             opts["AWS_ALLOW_HTTP"] = "true"
+        # Delta commits on S3 are put-if-absent (If-None-Match: *) in deltalake 1.x whatever this says (seen on
+        # the wire, tests/storage/test_concurrency.py); "etag" also lets object_store do conditional overwrites.
         opts["AWS_CONDITIONAL_PUT"] = "etag"
-        opts["timeout"] = f"{int(max(settings.s3_connect_timeout_s * 6, 10))}s"
-        opts["connect_timeout"] = f"{int(settings.s3_connect_timeout_s)}s"
+        # Bounded retries and timeouts: an unreachable endpoint is an error in seconds, not object_store's
+        # default of 10 retries over up to 3 minutes.
+        opts["timeout"] = _duration(settings.s3_read_timeout_s)
+        opts["connect_timeout"] = _duration(settings.s3_connect_timeout_s)
+        opts["max_retries"] = str(max(settings.s3_max_attempts - 1, 0))
+        opts["retry_timeout"] = _duration(settings.s3_read_timeout_s + settings.s3_connect_timeout_s)
         return LakeURI(
             "s3",
             f"{u.netloc}{u.path}".rstrip("/"),
@@ -85,6 +92,12 @@ def parse_lake_uri(uri: str, settings: Settings | None = None) -> LakeURI:
             access_key_id=settings.s3_access_key_id,
             secret_access_key=secret,
             connect_timeout_s=settings.s3_connect_timeout_s,
+            read_timeout_s=settings.s3_read_timeout_s,
             max_attempts=settings.s3_max_attempts,
         )
     raise LakeError(f"unknown lake URI scheme {u.scheme!r} in {uri!r}; use a local folder or s3://bucket/prefix")
+
+
+def _duration(seconds: float) -> str:
+    """object_store's duration syntax (humantime), at millisecond resolution."""
+    return f"{max(int(seconds * 1000), 1)}ms"

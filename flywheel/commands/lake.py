@@ -61,18 +61,27 @@ def sql(
     format: Annotated[OutFormat, typer.Option("--format", "-f", help="Output format.")] = OutFormat.table,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of the terminal.")] = None,
     as_of_version: Annotated[
-        int | None, typer.Option("--as-of-version", help="Read every table as of this Delta version (time travel).")
+        list[str] | None,
+        typer.Option(
+            "--as-of-version",
+            help="Time travel: N reads every table the query names as of Delta version N; TABLE=N pins one "
+            "table (repeatable). `flywheel tables` shows the versions.",
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
 ) -> None:
     """Run a read-only DuckDB query over views of every table.
 
-    Example: flywheel sql "SELECT round, pass_rate FROM rounds ORDER BY round" --format csv --out rounds.csv
+    Example: flywheel sql "SELECT round, count(*) FILTER (passed) FROM verdicts GROUP BY round" --format csv --out passes.csv
+
+    Example (audit a pile as it was): flywheel sql "SELECT count(*) FROM sft" --as-of-version 3
     """
     from storage.query import run_query
+    from storage.views import parse_pins
 
     lk = open_lake(lake)
-    result = run_query(lk, query, version=as_of_version)
+    pins = parse_pins(as_of_version or [], query, lk)
+    result = run_query(lk, query, version=pins or None)
     if format is OutFormat.table and out is None:
         t = Table(*result.column_names)
         for row in result.slice(0, limit).to_pylist():
@@ -93,12 +102,15 @@ def _write(result, format: OutFormat, out: Path | None) -> None:  # noqa: ANN001
             fail("--format parquet needs --out FILE")
         pq.write_table(result, out)
     elif format is OutFormat.csv:
-        if out is None:
-            import sys
+        import sys
 
-            pcsv.write_csv(result, sys.stdout.buffer)
+        flat = _nested_as_json(result)  # CSV has no lists or structs: nested cells become JSON text
+        opts = pcsv.WriteOptions(quoting_style="needed")
+        if out is None:
+            pcsv.write_csv(flat, sys.stdout.buffer, write_options=opts)
+            sys.stdout.buffer.flush()
         else:
-            pcsv.write_csv(result, out)
+            pcsv.write_csv(flat, out, write_options=opts)
     else:
         rows = result.to_pylist()
         text = "\n".join(json.dumps(r, default=str) for r in rows) + ("\n" if rows else "")
@@ -110,14 +122,36 @@ def _write(result, format: OutFormat, out: Path | None) -> None:  # noqa: ANN001
         console.print(f"wrote {result.num_rows:,} rows to {out}")
 
 
-def shell(lake: LakeOpt = None, as_of_version: Annotated[int | None, typer.Option("--as-of-version")] = None) -> None:
-    """An interactive DuckDB prompt with a view of every table (end with Ctrl-D).
+def _nested_as_json(result):  # noqa: ANN001, ANN202
+    import pyarrow as pa
 
-    Example: flywheel shell --lake ./lake
+    for i, f in enumerate(result.schema):
+        if pa.types.is_nested(f.type):
+            text = pa.array([None if v is None else json.dumps(v, default=str) for v in result.column(i).to_pylist()])
+            result = result.set_column(i, f.name, text)
+    return result
+
+
+def shell(
+    lake: LakeOpt = None,
+    as_of_version: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--as-of-version",
+            help="Time travel: N pins every table whose history reaches version N; TABLE=N pins one (repeatable).",
+        ),
+    ] = None,
+) -> None:
+    """An interactive DuckDB prompt with a view of every table; statements end with `;` (end with Ctrl-D).
+
+    Example: flywheel shell --lake ./lake      (or: echo "SELECT count(*) FROM episodes;" | flywheel shell)
     """
     from storage.query import repl
+    from storage.views import parse_pins
 
-    repl(open_lake(lake), version=as_of_version)
+    lk = open_lake(lake)
+    pins = parse_pins(as_of_version or [], None, lk)
+    repl(lk, version=pins or None)
 
 
 def config() -> None:

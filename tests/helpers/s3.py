@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ def start_moto(port: int | None = None, timeout: float = 30.0) -> MotoServer:
         [str(exe), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=tempfile.mkdtemp(prefix="moto-"),  # moto writes a request recording into its working directory
         env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
     )
     deadline = time.monotonic() + timeout

@@ -1,0 +1,53 @@
+"""`flywheel ingest think-aloud PATH...`: bundles, AgentNet Tool folders or landing folders -> the lake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from flywheel.commands.common import LakeOpt, open_lake
+from flywheel.console import console
+
+
+def think_aloud(
+    paths: Annotated[list[Path], typer.Argument(help="Bundles (folder, .zip, .tar.gz), AgentNet Tool folders, or landing folders of them.")],
+    lake: LakeOpt = None,
+    round: Annotated[int, typer.Option("--round", help="Flywheel round to record on the rows.")] = 0,
+    cleanup: Annotated[str | None, typer.Option("--cleanup", help="Transcript cleanup backend: rules or llm (default: settings).")] = None,
+) -> None:
+    """Ingest think-aloud sessions: events -> actions, ASR -> cleaned thoughts, aligned, PII-redacted, landed.
+
+    Bad inputs go to the quarantine table with a reason; re-running adds nothing.
+
+    Example: flywheel ingest think-aloud ./landing/session-01.zip ../shared/external/opencua-session --lake ./lake
+    """
+    from ingest.think_aloud import IngestOptions, discover, land_outcomes, process_input
+
+    lk = open_lake(lake, create=True)
+    opts = IngestOptions.from_settings(**({"cleanup_backend": cleanup} if cleanup else {}))
+    inputs = discover(paths)
+    outcomes = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:  # fmt: skip
+        job = bar.add_task("ingesting", total=len(inputs))
+        for p in inputs:
+            bar.update(job, description=f"ingesting {p.name}")
+            o = process_input(p, lk, round, opts)
+            outcomes.append(o)
+            if o.quarantined:
+                q = o.quarantined[0]
+                console.print(f"[yellow]quarantined[/] {p.name}: {q.error_type}: {q.error}", highlight=False)
+            bar.advance(job)
+    res = land_outcomes(lk, outcomes, round)
+    skipped = sum(1 for o in outcomes if o.timings.get("skipped"))
+    console.print(
+        f"{len(inputs)} input(s): {res.episodes_added} episode(s) and {res.sessions_added} session(s) landed, "
+        f"{res.quarantined_added} quarantined, {skipped} already in the lake"
+    )
+
+
+def register(ingest_app: typer.Typer) -> None:
+    ingest_app.command("think-aloud")(think_aloud)

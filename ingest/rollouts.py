@@ -1,0 +1,652 @@
+"""Stream rollout files (JSONL or Parquet, format flywheel.rollout/1) into the episodes table, columnar.
+
+A multi-GB file is never loaded whole: JSONL is cut into blocks of whole lines (`block_bytes`), each parsed by
+pyarrow.json with the explicit ROLLOUT schema (no inference, no per-line Python); Parquet is read with
+iter_batches. Each block is validated, converted to the episodes schema and hashed with Arrow compute kernels,
+then appended with Lake.append (idempotent on episode_id), so memory is bounded by a block, not the file.
+
+Bad input: a block that pyarrow cannot parse is bisected until the bad lines are isolated, so a file with one
+bad line in 100,000 costs about two extra parses of one block, and the bad line becomes a quarantine row naming
+its line number and the error. Semantic problems (missing fields, reward out of range, NaN log-probabilities,
+unknown actions) are found with vectorised masks. An unreadable action on the last step of an attempt that
+says termination=unreadable_action is not an error: it is a real failed attempt, kept with reward -1.
+
+Episode ids are `flywheel.records.Episode.content_hash`, computed here column-wise (`episode_ids`); a test
+checks both agree. Actions are parsed column-wise with a regex that only accepts the canonical grammar forms
+(`parse_actions`); anything it cannot decide falls back to schemas.actions.parse_action for that row only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from flywheel import PIPELINE_VERSION
+from ingest.formats.rollouts import (
+    REWARD_MAX,
+    REWARD_MIN,
+    REWARD_UNREADABLE,
+    ROLLOUT,
+    TERMINATIONS,
+    check_attempt,
+)
+from ingest.land import LandResult, Quarantined, land
+from schemas.actions import MAX_COORD, ActionError, parse_action
+from schemas.tables import EPISODES, STEP
+from storage.lake import Lake
+
+SOURCE = "rollout"
+#: Bytes of JSONL parsed at once: bounds memory (about 4-6x this at peak) and sets the Delta commit size.
+DEFAULT_BLOCK_BYTES = 64 << 20
+_PARSE = pj.ParseOptions(explicit_schema=ROLLOUT, unexpected_field_behavior="ignore")
+_BISECT_LINES = 32  # below this many lines, diagnose line by line
+ProgressFn = Callable[[int, int, int], None]  # (units done, units total, episodes added so far)
+
+
+# --------------------------------------------------------------------------------------------- actions
+_PT = r"'<point>\d{1,5} \d{1,5}</point>'"
+_KEY = r"[!-&(-\[\]-~]+"  # printable ASCII without space, quote or backslash
+#: The canonical forms format_action writes (no captures: RE2 decides them with its fast DFA).
+_CANONICAL = (
+    r"^(?:(?:click|left_double|right_single)\(point=" + _PT + r"\)"
+    r"|drag\(start_point=" + _PT + r", end_point=" + _PT + r"\)"
+    r"|scroll\(point=" + _PT + r", direction='(?:up|down|left|right)'\)"
+    r"|hotkey\(key='" + _KEY + r"(?: " + _KEY + r")*'\)"
+    r"|(?:type|finished)\(content='[^'\\]*'\)"
+    r"|(?:wait|press_home|press_back)\(\))$"
+)
+_FIRST_POINT = r"^[a-z_]+\((?:start_)?point='<point>(?P<x>\d+) (?P<y>\d+)</point>'"
+_END_POINT = r"end_point='<point>(?P<x>\d+) (?P<y>\d+)</point>'\)$"
+_DIRECTION = r"direction='(?P<d>[a-z]+)'\)$"
+#: In a canonical string the quoted value sits between this prefix and the closing "')".
+_VALUE_PREFIX = {"type": "type(content='", "finished": "finished(content='", "hotkey": "hotkey(key='"}
+_ACTION_FIELDS = ("action_type", "x", "y", "x2", "y2", "text", "key", "direction")
+
+
+def _nonempty(a: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(a, ""), pa.scalar(None, pa.string()), a)
+
+
+def _scatter(n: int, idx: np.ndarray, values: pa.Array, type: pa.DataType) -> pa.Array:
+    """A length-n array that holds `values` at positions idx and nulls elsewhere."""
+    if len(idx) > 1 and (np.diff(idx) < 0).any():  # replace_with_mask fills in position order
+        order = np.argsort(idx, kind="stable")
+        idx, values = idx[order], values.take(pa.array(order))
+    mask = np.zeros(n, dtype=bool)
+    mask[idx] = True
+    return pc.replace_with_mask(pa.nulls(n, type), pa.array(mask), values.cast(type))
+
+
+def parse_actions(actions: pa.Array) -> tuple[dict[str, pa.Array], np.ndarray, list[str | None]]:
+    """Parse a column of action strings: (parsed field columns, readable mask, error message per row or None).
+
+    Canonical forms are recognised by one capture-free RE2 pass; the kind and the first point come from two
+    short extractions, and the rarer fields (drag end points, text, keys, directions) from the rows of that
+    kind only. Everything else (extra spaces, double quotes, escapes, garbage) goes through parse_action one
+    row at a time, so the result always equals parse_action's.
+    """
+    actions = pc.cast(actions, pa.string())
+    n = len(actions)
+    ok = _np(pc.match_substring_regex(actions, _CANONICAL), False).astype(bool)
+    kind = pc.extract_regex(actions, r"^(?P<k>[a-z_]+)\(").field("k")
+    pt = pc.extract_regex(actions, _FIRST_POINT)
+    cols: dict[str, pa.Array] = {
+        "action_type": kind,
+        "x": pc.cast(_nonempty(pt.field("x")), pa.int32()),
+        "y": pc.cast(_nonempty(pt.field("y")), pa.int32()),
+    }
+    def rows(*names: str) -> np.ndarray:
+        return np.flatnonzero(ok & _np(pc.is_in(kind, value_set=pa.array(names)), False).astype(bool))
+
+    drag = rows("drag")
+    end = pc.extract_regex(actions.take(pa.array(drag)), _END_POINT)
+    cols["x2"] = _scatter(n, drag, pc.cast(end.field("x"), pa.int32()), pa.int32())
+    cols["y2"] = _scatter(n, drag, pc.cast(end.field("y"), pa.int32()), pa.int32())
+    texts = []
+    for k in ("type", "finished"):
+        idx = rows(k)
+        texts.append((idx, pc.utf8_slice_codeunits(actions.take(pa.array(idx)), len(_VALUE_PREFIX[k]), -2)))
+    idx = np.concatenate([t[0] for t in texts])
+    cols["text"] = _scatter(n, idx, pa.concat_arrays([t[1] for t in texts]), pa.string())
+    hk = rows("hotkey")
+    cols["key"] = _scatter(n, hk, pc.utf8_slice_codeunits(actions.take(pa.array(hk)), len(_VALUE_PREFIX["hotkey"]), -2), pa.string())
+    sc = rows("scroll")
+    cols["direction"] = _scatter(n, sc, pc.extract_regex(actions.take(pa.array(sc)), _DIRECTION).field("d"), pa.string())
+    for c in ("x", "y", "x2", "y2"):
+        ok &= ~_np(pc.greater(cols[c], MAX_COORD), False)  # parse_action refuses these: let it say why
+    errors: list[str | None] = [None] * n
+    undecided = np.flatnonzero(~ok)
+    if len(undecided):
+        fixes: dict[str, list[Any]] = {f: [] for f in _ACTION_FIELDS}
+        texts_ = actions.take(pa.array(undecided)).to_pylist()
+        for i, s in zip(undecided, texts_, strict=True):
+            try:
+                a = parse_action(s)
+            except ActionError as e:
+                errors[i] = str(e)
+                for f in _ACTION_FIELDS:
+                    fixes[f].append(None)
+                continue
+            ok[i] = True
+            for f, v in zip(_ACTION_FIELDS, (a.kind, a.x, a.y, a.x2, a.y2, a.text, a.key, a.direction), strict=True):
+                fixes[f].append(v)
+        use_fix = np.zeros(n, dtype=bool)
+        use_fix[undecided] = True
+        fix_mask = pa.array(use_fix)
+        for f in _ACTION_FIELDS:  # the fallback's answer replaces the vector one on those rows
+            cols[f] = pc.replace_with_mask(cols[f], fix_mask, pa.array(fixes[f], type=cols[f].type))
+    bad = ~ok
+    if bad.any():
+        bad_mask = pa.array(bad)
+        for f in _ACTION_FIELDS:
+            cols[f] = pc.if_else(bad_mask, pa.scalar(None, cols[f].type), cols[f])
+    return cols, ok, errors
+
+
+# ------------------------------------------------------------------------------------------- episode ids
+def episode_ids(
+    source: pa.Array,
+    session_id: pa.Array,
+    task_id: pa.Array,
+    instruction: pa.Array,
+    attempt: pa.Array,
+    group_id: pa.Array,
+    step_offsets: pa.Array,
+    step_action: pa.Array,
+    step_thought: pa.Array,
+    step_screenshot_sha256: pa.Array,
+) -> pa.Array:
+    """Episode.content_hash for many episodes at once: the hashed bytes are built with Arrow string kernels;
+    only the final sha256 runs per episode (one C call each), never per step."""
+
+    def s(a: pa.Array) -> pa.Array:
+        return pc.fill_null(pc.cast(a, pa.large_string()), "")
+
+    def L(v: str) -> pa.Scalar:
+        return pa.scalar(v, pa.large_string())
+
+    attempt_s = pc.fill_null(pc.cast(attempt, pa.large_string()), "None")  # str(None), as Episode does
+    header = pc.binary_join_element_wise(
+        s(source), s(session_id), s(task_id), s(instruction), attempt_s, s(group_id), L(""), L("\x1f")
+    )
+    sha_end = (
+        L("\x1d")
+        if step_screenshot_sha256.null_count == len(step_screenshot_sha256)
+        else pc.binary_join_element_wise(s(step_screenshot_sha256), L("\x1d"), L(""))
+    )
+    per_step = pc.binary_join_element_wise(s(step_action), s(step_thought), sha_end, L("\x1e"))
+    # steps are contiguous per episode, so an episode's step bytes are one slice of per_step's data buffer
+    h_off, h_data = _offsets_and_data(header)
+    p_off, p_data = _offsets_and_data(per_step)
+    bounds = p_off[np.asarray(pc.cast(step_offsets, pa.int64()))]
+    sha = hashlib.sha256
+
+    def one(h0: int, h1: int, p0: int, p1: int) -> str:
+        h = sha(h_data[h0:h1])
+        h.update(p_data[p0:p1])
+        return h.hexdigest()[:32]
+
+    hl, pl = h_off.tolist(), bounds.tolist()
+    return pa.array(list(map(one, hl[:-1], hl[1:], pl[:-1], pl[1:])), type=pa.string())
+
+
+def _offsets_and_data(a: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, memoryview]:
+    """(offsets, data) of a large_string array, zero-copy."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks()
+    a = a.cast(pa.large_string())
+    off = np.frombuffer(a.buffers()[1], dtype=np.int64)[a.offset : a.offset + len(a) + 1]
+    data = a.buffers()[2]
+    return off, memoryview(data if data is not None else b"")
+
+
+# ---------------------------------------------------------------------------------------- conversion
+@dataclass
+class Converted:
+    episodes: pa.Table  # episodes schema
+    quarantined: list[Quarantined] = field(default_factory=list)
+    n_steps: int = 0
+
+
+def _const(value: Any, n: int, type: pa.DataType = pa.string()) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type), n)
+
+
+def _np(a: pa.Array | pa.ChunkedArray, fill: Any) -> np.ndarray:
+    return np.asarray(pc.fill_null(a, fill).to_numpy(zero_copy_only=False))
+
+
+def convert(
+    t: pa.Table,
+    lines: np.ndarray,
+    *,
+    landed_uri: str,
+    round: int = 0,
+    locator: str = "line",
+    file_session: str | None = None,
+    now: datetime | None = None,
+) -> Converted:
+    """Rollout rows (ROLLOUT schema) -> episodes rows, column-wise; rows that break a rule -> Quarantined.
+
+    `lines[i]` is the line (or row) number of t's row i, for quarantine locators and the episode's meta.
+    """
+    t = t.combine_chunks()
+    n = t.num_rows
+    steps = t.column("steps").chunk(0) if t.column("steps").num_chunks else pa.array([], ROLLOUT.field("steps").type)
+    steps = steps.cast(ROLLOUT.field("steps").type) if not steps.type.equals(ROLLOUT.field("steps").type) else steps
+    problem: list[tuple[str, str] | None] = [None] * n
+
+    def flag(mask: np.ndarray, code: str, msg: Callable[[int], str]) -> None:
+        for i in np.flatnonzero(mask):
+            if problem[i] is None:
+                problem[i] = (code, msg(int(i)))
+
+    # required fields
+    for name in ("task_id", "group_id", "attempt", "policy_version", "instruction", "steps", "termination"):
+        flag(_np(t.column(name).is_null(), False), "missing_field", lambda i, name=name: f"missing required field {name}")
+    flag(_np(pc.less(t.column("attempt"), 0), False), "wrong_type", lambda i: "attempt must be a non-negative integer")
+    term = t.column("termination")
+    flag(
+        ~_np(pc.is_in(term, value_set=pa.array(TERMINATIONS)), True),
+        "bad_termination",
+        lambda i: f"termination {term[i].as_py()!r} is not one of {', '.join(TERMINATIONS)}",
+    )
+    reward = t.column("reward")
+    in_range = pc.and_(pc.greater_equal(reward, REWARD_MIN), pc.less_equal(reward, REWARD_MAX))  # NaN -> false
+    flag(~_np(in_range, True), "reward_out_of_range", lambda i: f"reward {reward[i].as_py()!r} is outside [{REWARD_MIN:g}, {REWARD_MAX:g}]")
+
+    # steps, flattened: one row per step, with its episode index
+    n_steps_arr = _np(pc.list_value_length(steps), 0).astype(np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_steps_arr, out=offsets[1:])
+    flat = pc.list_flatten(steps)
+    ep_of_step = np.repeat(np.arange(n, dtype=np.int64), n_steps_arr)
+    sf = {name: flat.field(name) for name in ROLLOUT.field("steps").type.value_type.names}
+    missing_action = _np(sf["action"].is_null(), False)
+    bad = np.zeros(n, dtype=bool)
+    bad[ep_of_step[missing_action]] = True
+    flag(bad, "missing_field", lambda i: "a step has no action")
+
+    # NaN / infinite log-probabilities
+    lp_sum = sf["logprob_sum"]
+    bad_step = ~_np(pc.is_finite(lp_sum), True)
+    tok = sf["token_logprobs"]
+    tok_vals = pc.list_flatten(tok)
+    if len(tok_vals):
+        tok_bad = ~_np(pc.is_finite(tok_vals), True)
+        if tok_bad.any():
+            tok_step = np.asarray(pc.list_parent_indices(tok).to_numpy())
+            bad_step[tok_step[tok_bad]] = True
+    bad = np.zeros(n, dtype=bool)
+    bad[ep_of_step[bad_step]] = True
+    flag(bad, "nan_logprob", lambda i: "log-probabilities must be finite numbers (NaN or infinity found)")
+
+    # actions: only the last step of an unreadable_action attempt may fail to parse
+    parsed, readable, errors = parse_actions(pc.fill_null(sf["action"], ""))
+    is_last = np.zeros(len(ep_of_step), dtype=bool)
+    is_last[offsets[1:][n_steps_arr > 0] - 1] = True
+    unreadable_term = _np(pc.equal(term, "unreadable_action"), False)
+    allowed = is_last & unreadable_term[ep_of_step]
+    bad_action_steps = np.flatnonzero(~readable & ~allowed & ~missing_action)
+    first_bad: dict[int, int] = {}
+    for s in bad_action_steps:
+        first_bad.setdefault(int(ep_of_step[s]), int(s))
+    for i, s in first_bad.items():
+        if problem[i] is None:
+            err = errors[s] or "unreadable action"
+            code = "unknown_action_kind" if "unknown action kind" in err else "bad_action"
+            problem[i] = (code, f"step {s - offsets[i]}: {err} (only the last step of an unreadable_action attempt may be unreadable)")
+    # unreadable_action attempts score -1 (UI-TARS-2) and did not pass
+    r_np = _np(reward, np.nan)
+    passed_np = _np(t.column("passed"), False)
+    mismatch = unreadable_term & ((~np.isnan(r_np) & (r_np != REWARD_UNREADABLE)) | passed_np)
+    flag(mismatch, "reward_mismatch", lambda i: f"termination unreadable_action must have reward {REWARD_UNREADABLE:g} and passed false")
+
+    good = np.array([p is None for p in problem], dtype=bool)
+    quarantined = [
+        Quarantined(SOURCE, landed_uri, p[0], f"{locator} {int(lines[i])}: {p[1]}", locator=f"{locator} {int(lines[i])}", round=round)
+        for i, p in enumerate(problem)
+        if p is not None
+    ]
+
+    # ---- build episodes for the good rows
+    all_good = bool(good.all())
+    good_steps = good[ep_of_step] if len(ep_of_step) else np.zeros(0, dtype=bool)
+    sidx = pa.array(np.flatnonzero(good_steps))
+    tg = t if all_good else t.take(pa.array(np.flatnonzero(good)))  # the common case copies nothing
+    ng = tg.num_rows
+    g_offsets = np.zeros(ng + 1, dtype=np.int64)
+    np.cumsum(n_steps_arr[good], out=g_offsets[1:])
+    g_ep_of_step = np.repeat(np.arange(ng, dtype=np.int64), n_steps_arr[good])
+    step_index = (np.arange(len(g_ep_of_step), dtype=np.int64) - g_offsets[g_ep_of_step]).astype(np.int32)
+
+    def sc(name: str) -> pa.Array:
+        return sf[name] if all_good else sf[name].take(sidx)
+
+    tok_g = sc("token_logprobs")
+    lp = sc("logprob_sum")
+    if len(tok_g):  # logprob_sum defaults to the sum of the token log-probabilities
+        tv = pc.list_flatten(tok_g)
+        sums = np.bincount(np.asarray(pc.list_parent_indices(tok_g).to_numpy()), weights=_np(tv, 0.0), minlength=len(tok_g))
+        lp = pc.coalesce(lp, pa.array(sums, mask=~_np(tok_g.is_valid(), False)))
+    thought = pc.fill_null(sc("thought"), "")
+    step_cols = {
+        "index": pa.array(step_index, pa.int32()),
+        "t_start": sc("t_start"),
+        "t_end": sc("t_end"),
+        "thought": thought,
+        "raw_thought": pa.nulls(len(sidx), pa.string()),
+        "thought_flag": pa.nulls(len(sidx), pa.string()),
+        "action": sc("action"),
+        **{f: parsed[f] if all_good else parsed[f].take(sidx) for f in _ACTION_FIELDS},
+        "observation": sc("observation"),
+        "screenshot_uri": sc("screenshot_uri"),
+        "screenshot_sha256": sc("screenshot_sha256"),
+        "reward": sc("reward"),
+        "logprob_sum": lp,
+        "token_logprobs": tok_g,
+    }
+    arrays = [step_cols[f.name] if f.name in step_cols else pa.nulls(len(sidx), f.type) for f in STEP]
+    arrays = [a.cast(f.type) if not a.type.equals(f.type) else a for a, f in zip(arrays, STEP, strict=True)]
+    step_struct = pa.StructArray.from_arrays(arrays, fields=list(STEP))
+    steps_list = pa.ListArray.from_arrays(pa.array(g_offsets.astype(np.int32)), step_struct)
+
+    run_id = tg.column("run_id")
+    session_id = pc.coalesce(run_id, pc.binary_join_element_wise("rollout:", tg.column("policy_version"), ""))
+    source = _const(SOURCE, ng)
+    ids = episode_ids(
+        source, session_id, tg.column("task_id"), tg.column("instruction"), tg.column("attempt"), tg.column("group_id"),
+        pa.array(g_offsets), step_cols["action"], thought, step_cols["screenshot_sha256"],
+    )
+    term_g = tg.column("termination")
+    unread_g = pc.equal(term_g, "unreadable_action")
+    last_text, last_kind = step_cols["text"], step_cols["action_type"]
+    last_pos = pa.array(np.maximum(g_offsets[1:] - 1, 0))
+    has_steps = pa.array(g_offsets[1:] > g_offsets[:-1])
+    if len(sidx):
+        from_last = pc.if_else(
+            pc.and_(has_steps, pc.equal(last_kind.take(last_pos), "finished")), last_text.take(last_pos), pa.scalar(None, pa.string())
+        )
+    else:
+        from_last = pa.nulls(ng, pa.string())
+    meta_prefix = json.dumps({"file": file_session or landed_uri})[:-1] + f', "{locator}": '
+    meta = pc.binary_join_element_wise(meta_prefix, pc.cast(pa.array(lines[good]), pa.string()), "}", "")
+    now = now or datetime.now(timezone.utc)
+    cols = {
+        "episode_id": ids,
+        "session_id": session_id,
+        "source": source,
+        "round": pa.array(np.full(ng, round, dtype=np.int32)),
+        "task_id": tg.column("task_id"),
+        "task_family": tg.column("task_family"),
+        "difficulty": tg.column("difficulty"),
+        "instruction": tg.column("instruction"),
+        "app": tg.column("app"),
+        "platform": tg.column("platform"),
+        "screen_width": tg.column("screen_width"),
+        "screen_height": tg.column("screen_height"),
+        "group": _const("model", ng),
+        "policy_version": tg.column("policy_version"),
+        "group_id": tg.column("group_id"),
+        "attempt": tg.column("attempt"),
+        "reference_answer": tg.column("reference_answer"),
+        "final_answer": pc.coalesce(tg.column("final_answer"), from_last),
+        "outcome": term_g,
+        "env_reward": pc.if_else(unread_g, REWARD_UNREADABLE, tg.column("reward")),
+        "env_passed": pc.if_else(unread_g, False, tg.column("passed")),
+        "n_steps": pa.array(n_steps_arr[good].astype(np.int32)),
+        "steps": steps_list,
+        "pipeline_version": _const(PIPELINE_VERSION, ng),
+        "ingested_at": _const(now, ng, EPISODES.field("ingested_at").type),
+        "meta": meta,
+    }
+    arrays = []
+    for f in EPISODES:
+        a = cols.get(f.name)
+        if a is None:
+            a = pa.nulls(ng, f.type)
+        if isinstance(a, pa.ChunkedArray):
+            a = a.combine_chunks()
+        arrays.append(a if a.type.equals(f.type) else a.cast(f.type))
+    return Converted(pa.Table.from_arrays(arrays, schema=EPISODES), quarantined, int(len(sidx)))
+
+
+# ------------------------------------------------------------------------------------------ JSONL blocks
+def _diagnose_line(raw: bytes) -> tuple[str, str]:
+    """Why one line cannot be read: invalid JSON, not an object, a rule of the format, or a wrong type."""
+    try:
+        d = json.loads(raw)  # stdlib accepts NaN, so NaN log-probs are named as such below
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return "invalid_json", f"invalid JSON: {e}"
+    if not isinstance(d, dict):
+        return "wrong_type", f"a line must be a JSON object, got {type(d).__name__}"
+    problem = check_attempt(d)
+    if problem:
+        return problem
+    try:
+        pj.read_json(io.BytesIO(raw), parse_options=_PARSE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        return "wrong_type", str(e).removeprefix("JSON parse error: ")
+    return "unreadable", "line could not be parsed"
+
+
+def _read(data: bytes | bytearray) -> pa.Table:
+    return pj.read_json(pa.BufferReader(pa.py_buffer(data)), parse_options=_PARSE, read_options=pj.ReadOptions(block_size=16 << 20))
+
+
+def _line_numbers(data: bytes | bytearray, first_line: int, n_rows: int, n_newlines: int | None = None) -> np.ndarray:
+    """Line number of each parsed row; pyarrow skips blank lines, so count them only when there are some."""
+    n_newlines = data.count(b"\n") if n_newlines is None else n_newlines
+    n_lines = n_newlines + (0 if data.endswith(b"\n") else 1)
+    if n_lines == n_rows:
+        return np.arange(first_line, first_line + n_rows, dtype=np.int64)
+    nums = [first_line + i for i, ln in enumerate(data.split(b"\n")) if ln.strip()]
+    return np.asarray(nums[:n_rows], dtype=np.int64)
+
+
+def parse_block(
+    data: bytes | bytearray, first_line: int, landed_uri: str, round: int = 0, n_newlines: int | None = None
+) -> tuple[pa.Table, np.ndarray, list[Quarantined]]:
+    """Parse whole JSONL lines -> (rows, their line numbers, quarantined lines).
+
+    On a parse error the block is bisected to isolate the bad lines; the good halves still parse in bulk.
+    """
+    try:
+        t = _read(data)
+        return t, _line_numbers(data, first_line, t.num_rows, n_newlines), []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    parts: list[tuple[pa.Table, np.ndarray]] = []
+    bad: list[Quarantined] = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+
+    def go(lo: int, hi: int) -> None:
+        chunk = b"\n".join(lines[lo:hi]) + b"\n"
+        if hi - lo > _BISECT_LINES:
+            try:
+                t = _read(chunk)
+                parts.append((t, _line_numbers(chunk, first_line + lo, t.num_rows)))
+                return
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                mid = (lo + hi) // 2
+                go(lo, mid)
+                go(mid, hi)
+                return
+        for i in range(lo, hi):
+            raw = lines[i]
+            if not raw.strip():
+                continue
+            try:
+                t = _read(raw + b"\n")
+                parts.append((t, np.array([first_line + i], dtype=np.int64)))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                code, msg = _diagnose_line(raw)
+                n = first_line + i
+                bad.append(Quarantined(SOURCE, landed_uri, code, f"line {n}: {msg}", locator=f"line {n}", round=round))
+
+    go(0, len(lines))
+    tables = [p[0] for p in parts if p[0].num_rows]
+    t = pa.concat_tables(tables) if tables else ROLLOUT.empty_table()
+    nums = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    return t, nums, bad
+
+
+def iter_jsonl_blocks(f: io.BufferedIOBase, block_bytes: int, hasher: Any = None) -> Iterator[tuple[int, bytearray, int]]:
+    """Yield (first line number, whole lines, number of newlines) blocks of about block_bytes (plus the rest of
+    the last line), reading each byte once into the buffer that is parsed: no copies of the block."""
+    line = 1
+    while True:
+        buf = bytearray(block_bytes)
+        n = f.readinto(buf)
+        if not n:
+            return
+        del buf[n:]
+        if buf[-1] != 0x0A:
+            buf += f.readline()  # complete the last line, so no line is ever split
+        if hasher is not None:
+            hasher.update(buf)
+        n_lines = buf.count(b"\n")
+        yield line, buf, n_lines
+        line += n_lines
+
+
+# -------------------------------------------------------------------------------------------- ingest
+@dataclass
+class RolloutIngest:
+    """What ingesting one file did."""
+
+    path: str
+    session_id: str
+    result: LandResult
+    n_steps: int
+    quarantine_codes: dict[str, int]
+
+
+def _file_session(sha: str) -> str:
+    return f"rollouts-{sha[:24]}"
+
+
+def ingest_rollout_file(
+    lake: Lake,
+    path: str | Path,
+    *,
+    round: int = 0,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    parquet_batch_rows: int = 8192,
+    progress: ProgressFn | None = None,
+) -> RolloutIngest:
+    """Stream one rollout file (.jsonl / .ndjson / .parquet) into the lake; return counts.
+
+    Appends per block (idempotent on episode_id), quarantine rows for unreadable attempts, and one sessions row
+    for the file (status landed, content hash, counts, quarantine reasons) written last.
+    """
+    path = Path(path)
+    uri = str(path)
+    res = LandResult()
+    codes: dict[str, int] = {}
+    n_steps = 0
+    hasher = hashlib.sha256()
+    total = path.stat().st_size
+
+    def land_part(t: pa.Table, lines: np.ndarray, extra_q: list[Quarantined], locator: str) -> None:
+        nonlocal n_steps
+        conv = convert(t, lines, landed_uri=uri, round=round, locator=locator)
+        q = extra_q + conv.quarantined
+        for item in q:
+            codes[item.error_type] = codes.get(item.error_type, 0) + 1
+        res.__iadd__(land(lake, conv.episodes, None, q))
+        n_steps += conv.n_steps
+
+    if path.suffix == ".parquet":
+        with path.open("rb") as fh:  # hash the file once, in blocks
+            for buf in iter(lambda: fh.read(1 << 24), b""):
+                hasher.update(buf)
+        pf = pq.ParquetFile(path)
+        total_rows, row0 = pf.metadata.num_rows, 1
+        names = [n for n in ROLLOUT.names if n in pf.schema_arrow.names]
+        for batch in pf.iter_batches(batch_size=parquet_batch_rows, columns=names):
+            t = _conform_parquet(pa.Table.from_batches([batch]), uri, round)
+            if isinstance(t, Quarantined):
+                codes[t.error_type] = codes.get(t.error_type, 0) + 1
+                res.__iadd__(land(lake, None, None, [t]))
+                break
+            land_part(t, np.arange(row0, row0 + t.num_rows), [], "row")
+            row0 += t.num_rows
+            if progress:
+                progress(row0 - 1, total_rows, res.episodes_added)
+    else:
+        done = 0
+        with path.open("rb") as fh:
+
+            def parsed() -> Iterator[tuple[int, tuple[pa.Table, np.ndarray, list[Quarantined]]]]:
+                for first_line, data, n_newlines in iter_jsonl_blocks(fh, block_bytes, hasher):
+                    yield len(data), parse_block(data, first_line, uri, round, n_newlines)
+
+            # read+parse block k+1 in a thread while block k is converted and written (both release the GIL)
+            for size, (t, lines, bad) in _prefetch(parsed()):
+                land_part(t, lines, bad, "line")
+                done += size
+                if progress:
+                    progress(done, total, res.episodes_added)
+
+    sha = hasher.hexdigest()
+    sid = _file_session(sha)
+    session = {
+        "session_id": sid,
+        "source": SOURCE,
+        "group": "model",
+        "status": "landed",
+        "landed_uri": uri,
+        "content_sha256": sha,
+        "round": round,
+        "n_episodes": res.episodes_seen,
+        "n_actions": n_steps,
+        "problems": [f"{k} x{v}" for k, v in sorted(codes.items())],
+        "pipeline_version": PIPELINE_VERSION,
+        "ingested_at": datetime.now(timezone.utc),
+    }
+    res.__iadd__(land(lake, None, [session], None))
+    return RolloutIngest(uri, sid, res, n_steps, codes)
+
+
+def _prefetch(it: Iterator[Any]) -> Iterator[Any]:
+    """Iterate `it` one item ahead in a worker thread (at most two items in memory)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="rollout-read") as ex:
+        fut = ex.submit(next, it, None)
+        while True:
+            item = fut.result()
+            if item is None:
+                return
+            fut = ex.submit(next, it, None)
+            yield item
+
+
+def _conform_parquet(t: pa.Table, uri: str, round: int) -> pa.Table | Quarantined:
+    """Cast a Parquet batch to ROLLOUT (missing columns as nulls); a type that cannot be cast quarantines the file."""
+    cols = []
+    for f in ROLLOUT:
+        if f.name not in t.column_names:
+            cols.append(pa.nulls(t.num_rows, f.type))
+            continue
+        try:
+            cols.append(t.column(f.name).cast(f.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            return Quarantined(SOURCE, uri, "wrong_type", f"column {f.name}: {t.column(f.name).type} is not {f.type}: {e}", locator="file", round=round)
+    return pa.Table.from_arrays(cols, schema=ROLLOUT)
+

@@ -1,0 +1,98 @@
+"""Exports load with Hugging Face `datasets` (offline), carry their images, and record the pile's Delta version."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flywheel.people.exports import KINDS, export, read_lineage
+from tests.people.helpers import populate
+
+
+def _load(path: Path, cache: Path):  # noqa: ANN202
+    from datasets import load_dataset
+
+    return load_dataset("parquet", data_files=str(path), split="train", cache_dir=str(cache))
+
+
+@pytest.fixture
+def pile(lake):  # noqa: ANN201
+    return lake, populate(lake, rounds=(1, 2), per_source=3)
+
+
+def test_sft_trl_is_conversational_with_images(pile, tmp_path: Path) -> None:
+    lake, exp = pile
+    res = export(lake, "sft-trl", tmp_path / "trl")
+    ds = _load(res.data_file, tmp_path / "cache")
+    assert len(ds) == exp["n_sft"] == res.rows
+    ex = ds[0]
+    roles = [m["role"] for m in ex["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
+    n_image_items = sum(c["type"] == "image" for m in ex["messages"] for c in m["content"])
+    assert n_image_items == len(ex["images"]) == 2
+    assert ex["images"][0].size == (64, 40)  # decoded as PIL images from the object store's PNG bytes
+    answer = ex["messages"][2]["content"][0]["text"]
+    assert answer.startswith("Thought: ") and "\nAction: click(point='<point>10 20</point>')" in answer
+    assert ex["messages"][1]["content"][-1]["text"].startswith("Instruction: Open the ")
+    assert res.images == 2 * exp["n_sft"] and res.missing_images == 0
+    # --max-images keeps only the last K screenshots
+    one = export(lake, "sft-trl", tmp_path / "trl1", max_images=1)
+    assert len(_load(one.data_file, tmp_path / "cache")[0]["images"]) == 1
+
+
+def test_sft_verl_has_the_verl_columns(pile, tmp_path: Path) -> None:
+    lake, exp = pile
+    res = export(lake, "sft-verl", tmp_path / "verl")
+    ds = _load(res.data_file, tmp_path / "cache")
+    assert set(ds.column_names) == {"data_source", "prompt", "images", "ability", "reward_model", "extra_info"}
+    ex = ds[0]
+    assert [m["role"] for m in ex["prompt"]] == ["system", "user"] and ex["prompt"][1]["content"].startswith("<image>Instruction:")
+    assert ex["reward_model"]["style"] == "rule"
+    truth = json.loads(ex["reward_model"]["ground_truth"])
+    assert truth["actions"][-1] == "finished(content='done')"
+    assert sorted(ds["extra_info"], key=lambda e: e["index"])[-1]["index"] == exp["n_sft"] - 1
+    assert {e["episode_id"] for e in ds["extra_info"]} == set(lake.read("sft", ["episode_id"]).column(0).to_pylist())
+
+
+def test_ct_text_and_preferences(pile, tmp_path: Path) -> None:
+    lake, exp = pile
+    ct = _load(export(lake, "ct-text", tmp_path / "ct").data_file, tmp_path / "cache")
+    assert len(ct) == exp["n_ct"]
+    assert ct[0]["text"].startswith("Instruction: Open the ") and "Step 1: Thought:" in ct[0]["text"]
+    assert ct[0]["reasons"] == ["outcome:env_failed"]
+    prefs = _load(export(lake, "preferences", tmp_path / "p").data_file, tmp_path / "cache")
+    assert len(prefs) == exp["n_pairs"] > 0
+    assert prefs[0]["chosen"] != prefs[0]["rejected"] and prefs[0]["prompt"].startswith("Instruction:")
+
+
+def test_exports_record_the_pile_version_and_pin_it(pile, tmp_path: Path) -> None:
+    lake, exp = pile
+    v = lake.version("sft")
+    res = export(lake, "sft-trl", tmp_path / "a")
+    side = json.loads(res.sidecar.read_text())
+    assert read_lineage(res.data_file)["table_version"] == side["table_version"] == v == res.table_version
+    assert side["rows"] == exp["n_sft"] and len(side["sha256"]) == 64
+    populate(lake, rounds=(3,), per_source=3)  # the pile grows
+    assert lake.version("sft") > v
+    old = export(lake, "sft-trl", tmp_path / "b", version=v)
+    assert old.rows == exp["n_sft"] and read_lineage(old.data_file)["table_version"] == v
+    new = export(lake, "sft-trl", tmp_path / "c", round=3)
+    assert new.rows == 6  # round 3 only: 2 of 3 episodes pass per source
+    assert set(_load(new.data_file, tmp_path / "cache")["round"]) == {3}
+    with pytest.raises(ValueError, match="unknown export"):
+        export(lake, "sft-csv", tmp_path / "d")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["data.parquet", "flywheel_export.json"]
+
+
+def test_trl_export_from_an_s3_lake(s3_lake, tmp_path: Path) -> None:
+    exp = populate(s3_lake, rounds=(1,), per_source=3)
+    res = export(s3_lake, "sft-trl", tmp_path / "trl")
+    ds = _load(res.data_file, tmp_path / "cache")
+    assert len(ds) == exp["n_sft"] and ds[0]["images"][0].size == (64, 40)
+    assert read_lineage(res.data_file)["lake"].startswith("s3://")
+
+
+def test_every_kind_is_tested() -> None:
+    assert set(KINDS) == {"sft-trl", "sft-verl", "ct-text", "preferences"}

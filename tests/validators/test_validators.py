@@ -1,0 +1,188 @@
+"""Every shipped validator: a passing and a failing case with its reason code; check == check_batch."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flywheel.records import episodes_to_table
+from schemas.actions import ActionError, parse_action
+from tests.validators.factory import make_episode, store_png, with_step
+from validators.dedup import ExactDedup, NearDedup
+from validators.outcome import EnvVerdict, ReferenceAnswer
+from validators.registry import REGISTRY, load_policy, parse_policy
+from validators.review import HumanReview
+from validators.structural import ActionGrammar, MonotonicTime, OnScreen, Schema, Screenshot, StepLimit, Thoughts, actions_valid
+
+import pyarrow as pa
+
+
+@pytest.fixture
+def shot(tmp_path):
+    return store_png(tmp_path)
+
+
+def _fail_cases(shot):
+    ep = make_episode(shot)
+    return [
+        (Schema(), replace(ep, instruction="  ", episode_id=""), "schema_invalid"),
+        (ActionGrammar(), with_step(ep, 1, action="click(point='<point>1 2</point>'"), "bad_action"),
+        (OnScreen(), with_step(ep, 0, action="click(point='<point>5000 3</point>')"), "off_screen"),
+        (OnScreen(), replace(ep, screen_width=None, episode_id=""), "no_screen_size"),
+        (MonotonicTime(), with_step(ep, 2, t_start=0.2, t_end=0.3), "time_not_monotonic"),
+        (Thoughts(), with_step(ep, 1, thought=" "), "empty_thought"),
+        (Screenshot(), with_step(ep, 1, screenshot_sha256=None), "screenshot_missing"),
+        (Screenshot(), with_step(ep, 1, screenshot_sha256="0" * 64), "screenshot_undecodable"),
+        (StepLimit(max_steps=3), ep, "step_limit"),
+        (StepLimit(), replace(ep, outcome="step_limit", episode_id=""), "step_limit"),
+        (EnvVerdict(), replace(ep, env_passed=False, env_reward=0.0, episode_id=""), "env_failed"),
+        (EnvVerdict(), replace(ep, env_passed=None, env_reward=None, episode_id=""), "no_env_verdict"),
+        (ReferenceAnswer(), replace(ep, reference_answer="42 apples", final_answer="7 pears", episode_id=""), "answer_mismatch"),
+        (ReferenceAnswer(), replace(ep, reference_answer="42", final_answer=None, episode_id=""), "no_answer"),
+        (HumanReview(), replace(ep, meta={"reviews": [{"annotator": "a", "verdict": "good"}, {"annotator": "b", "verdict": "bad"}]}, episode_id=""), "review_disagreement"),
+        (HumanReview(), replace(ep, meta={"reviews": [{"annotator": "a", "passed": False}, {"annotator": "b", "passed": False}]}, episode_id=""), "review_rejected"),
+        (HumanReview(require_two=True), ep, "review_missing"),
+    ]
+
+
+def test_every_validator_passes_a_good_episode(shot):
+    ep = make_episode(shot, reference_answer="Done.", meta={"reviews": [{"annotator": "a", "verdict": "good"}, {"annotator": "b", "verdict": "good"}]})
+    for name, cls in REGISTRY.items():
+        if name == "judge":
+            continue  # tests/validators/test_judge.py
+        v = cls()
+        verdict = v.check(ep)
+        assert verdict.passed and verdict.reason == "ok", (name, verdict)
+
+
+def test_failing_cases_have_their_reason_code(shot):
+    cases = _fail_cases(shot)
+    for v, ep, code in cases:
+        verdict = v.check(ep)
+        assert not verdict.passed and verdict.reason == code, (v.name, code, verdict)
+        assert code in v.codes
+    covered = {v.name for v, _, _ in cases} | {"dedup_exact", "dedup_near", "judge"}
+    assert covered == set(REGISTRY)
+
+
+def test_reference_answer_fuzzy_and_normalised(shot):
+    ep = make_episode(shot)
+    exact = ReferenceAnswer().check(replace(ep, reference_answer="The Answer: 42!", final_answer="the answer 42", episode_id=""))
+    assert exact.passed and exact.details["match"] == "exact"
+    fuzzy = ReferenceAnswer().check(replace(ep, reference_answer="Quarterly report for 2024", final_answer="Quartely report for 2024", episode_id=""))
+    assert fuzzy.passed and fuzzy.details["match"] == "fuzzy" and fuzzy.score < 1
+
+
+def test_exact_dedup_batch_and_pile(shot):
+    a = make_episode(shot, i=1)
+    b = replace(a, session_id="other", episode_id="")  # same instruction and actions, another session
+    c = make_episode(shot, i=2)
+    v = ExactDedup()
+    res = v.check_batch(episodes_to_table([a, b, c])).to_pylist()
+    assert [r["passed"] for r in res] == [True, False, True]
+    assert res[1]["reason"] == "duplicate" and json.loads(res[1]["details"])["duplicate_of"] == "batch"
+    from validators.base import EpisodeBatch
+
+    v.after_batch(EpisodeBatch(episodes_to_table([a])), None)
+    again = v.check(b)
+    assert not again.passed and again.reason == "duplicate" and again.details["duplicate_of"] == "pile"
+    assert v.check(c).passed
+
+
+def test_near_dedup_catches_a_small_change(shot):
+    a = make_episode(shot, i=1, n_steps=12)
+    near = with_step(a, 3, action="click(point='<point>11 20</point>')")
+    other = make_episode(shot, i=2, n_steps=12, instruction="Rename every photo in the holiday folder by date")
+    other = replace(other, steps=tuple(replace(s, action="scroll(point='<point>50 60</point>', direction='up')") for s in other.steps), episode_id="")
+    res = NearDedup(threshold=0.7).check_batch(episodes_to_table([a, near, other])).to_pylist()
+    assert [r["passed"] for r in res] == [True, False, True]
+    assert res[1]["reason"] == "duplicate"
+
+
+def test_policy_file_and_errors(tmp_path):
+    pol = load_policy()
+    assert {s.name for s in pol.for_source("rollout")} >= {"schema", "action_grammar", "env_verdict", "dedup_exact"}
+    assert "thoughts" in {s.name for s in pol.for_source("interactive")}
+    with pytest.raises(ValueError, match="unknown validator"):
+        parse_policy({"sources": {"rollout": ["nope"], "default": ["schema"]}})
+    with pytest.raises(ValueError, match="no parameter"):
+        parse_policy({"sources": {"default": [{"name": "step_limit", "max_step": 3}]}})
+    p = tmp_path / "p.yaml"
+    p.write_text("sources:\n  default: [schema]\n")
+    assert [s.name for s in load_policy(p).for_source("think_aloud")] == ["schema"]
+
+
+def test_params_change_the_version():
+    assert StepLimit().version == "1"
+    assert StepLimit(max_steps=5).version.startswith("1+") and StepLimit(max_steps=5).version != StepLimit(max_steps=6).version
+
+
+# ------------------------------------------------------------------------------------- grammar agreement
+def _parses(s: str) -> bool:
+    try:
+        parse_action(s)
+        return True
+    except ActionError:
+        return False
+
+
+action_like = st.one_of(
+    st.text(max_size=40),
+    st.builds(lambda k, x, y: f"{k}(point='<point>{x} {y}</point>')", st.sampled_from(["click", "left_double", "right_single", "clik"]),
+              st.integers(-5, 20000), st.integers(0, 20000)),  # fmt: skip
+    st.builds(lambda t: f"type(content='{t}')", st.text(max_size=15)),
+    st.builds(lambda k: f"hotkey(key='{k}')", st.text(max_size=10)),
+    st.builds(lambda d: f"scroll(point='<point>1 2</point>', direction='{d}')", st.sampled_from(["up", "down", "sideways"])),
+    st.sampled_from(["wait()", "press_home()", "finished(content='x')", "wait( )", " click(point='(3,4)')"]),
+)
+
+
+@given(st.lists(action_like, min_size=1, max_size=30))
+@settings(max_examples=150, deadline=None)
+def test_vector_grammar_equals_parse_action(actions):
+    assert list(actions_valid(pa.array(actions, pa.string()))) == [_parses(a) for a in actions]
+
+
+# --------------------------------------------------------------------------------- check == check_batch
+@st.composite
+def episodes(draw, shot):
+    from tests.validators.factory import make_steps
+
+    n = draw(st.integers(1, 6))
+    acts = draw(st.lists(action_like, min_size=n, max_size=n))
+    steps = list(make_steps(n, shot, actions=acts))
+    for i in range(n):
+        if draw(st.booleans()):
+            steps[i] = replace(steps[i], t_start=draw(st.floats(-1, 10)), t_end=draw(st.one_of(st.none(), st.floats(-1, 10))))
+        if draw(st.integers(0, 4)) == 0:
+            steps[i] = replace(steps[i], thought=draw(st.sampled_from(["", " ", "ok"])))
+        if draw(st.integers(0, 6)) == 0:
+            steps[i] = replace(steps[i], screenshot_sha256=draw(st.sampled_from([None, "zz", "0" * 64])))
+    ep = make_episode(shot, i=draw(st.integers(0, 3)), instruction=draw(st.sampled_from(["", "Open it", "Open it"])),
+                      screen_width=draw(st.sampled_from([None, 100, 320])), env_passed=draw(st.sampled_from([None, True, False])),
+                      env_reward=draw(st.sampled_from([None, 0.0, 1.0])), reference_answer=draw(st.sampled_from([None, "done", "Done!", "nope"])))  # fmt: skip
+    return replace(ep, steps=tuple(steps), episode_id="")
+
+
+@pytest.mark.parametrize("name", [n for n in REGISTRY if n != "judge"])
+def test_check_agrees_with_check_batch(name, tmp_path_factory):
+    shot = store_png(tmp_path_factory.mktemp("png"))
+
+    @given(st.lists(episodes(shot), min_size=1, max_size=6))
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    def prop(eps):
+        v = REGISTRY[name]()
+        batch = v.check_batch(episodes_to_table(eps)).to_pylist()
+        for ep, row in zip(eps, batch):
+            one = v.check(ep)
+            if name.startswith("dedup"):  # alone, an episode is never a duplicate of its batch
+                assert one.passed
+                continue
+            assert (one.passed, one.reason) == (row["passed"], row["reason"]), (ep, one, row)
+            assert one.score == row["score"] or (one.score is None and row["score"] is None)
+
+    prop()

@@ -1,0 +1,213 @@
+"""The validator interface: one rule, two entry points that cannot drift apart.
+
+A validator has a `name`, a `version` and a fixed set of reason `codes`. Its rule is written once, columnar, in
+`_check(batch) -> Outcome` over an `EpisodeBatch` (the episodes table with its steps flattened once and shared by
+every validator). `check_batch(table)` runs it over a whole Arrow table (the routing path: tens of thousands of
+episodes per second); `check(episode)` runs the very same code on a one-row table, so the per-episode view used by
+tests, the sandbox and RL rewards is the batch rule by construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flywheel.records import Episode, Verdict, episodes_to_table
+
+#: What `check_batch` returns: one row per input episode, in input order.
+VERDICT_BATCH = pa.schema(
+    [
+        pa.field("episode_id", pa.string(), nullable=False),
+        pa.field("passed", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("score", pa.float64()),
+        pa.field("details", pa.string()),
+    ]
+)
+
+OK = "ok"
+
+
+class EpisodeBatch:
+    """An episodes table with its `steps` list flattened once: per-step columns plus each step's episode index.
+
+    Validators read steps through `step(name)` (flat, aligned with `parent`) and reduce per episode with `any_step`
+    / `first_step`, so no rule ever loops over episodes in Python.
+    """
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.n = table.num_rows
+        steps = table.column("steps").combine_chunks() if "steps" in table.column_names else None
+        if steps is None or len(steps) == 0:
+            steps = pa.array([[]] * self.n, type=pa.list_(pa.struct([]))) if steps is None else steps
+        self._steps = steps
+        self._values = steps.flatten()  # respects slicing; null lists contribute no steps
+        self.parent = np.asarray(pc.list_parent_indices(steps).to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = pc.fill_null(pc.list_value_length(steps), 0).to_numpy(zero_copy_only=False)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]) if self.n else np.zeros(0, np.int64)
+        self.position = np.arange(len(self.parent), dtype=np.int64) - self.starts[self.parent] if len(self.parent) else np.zeros(0, np.int64)
+        self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, data: pa.Table | EpisodeBatch) -> EpisodeBatch:
+        return data if isinstance(data, EpisodeBatch) else cls(data)
+
+    @property
+    def n_steps_total(self) -> int:
+        return len(self.parent)
+
+    def col(self, name: str) -> pa.Array:
+        """An episode-level column (nulls when the table lacks it)."""
+        key = "e:" + name
+        if key not in self._cache:
+            if name in self.table.column_names:
+                self._cache[key] = self.table.column(name).combine_chunks()
+            else:
+                self._cache[key] = pa.nulls(self.n)
+        return self._cache[key]
+
+    def step(self, name: str) -> pa.Array:
+        """A step field, flattened over all episodes (aligned with `parent`)."""
+        key = "s:" + name
+        if key not in self._cache:
+            if self._values.type.num_fields and self._values.type.get_field_index(name) >= 0:
+                self._cache[key] = pc.struct_field(self._values, name)
+            else:
+                self._cache[key] = pa.nulls(len(self._values))
+        return self._cache[key]
+
+    def any_step(self, mask: np.ndarray) -> np.ndarray:
+        """Per episode: does any of its steps have mask True?"""
+        if not len(mask):
+            return np.zeros(self.n, dtype=bool)
+        return np.bincount(self.parent[mask], minlength=self.n) > 0
+
+    def count_step(self, mask: np.ndarray) -> np.ndarray:
+        if not len(mask):
+            return np.zeros(self.n, dtype=np.int64)
+        return np.bincount(self.parent[mask], minlength=self.n)
+
+    def first_step(self, mask: np.ndarray) -> np.ndarray:
+        """Per episode: position of the first step with mask True, -1 when none."""
+        out = np.full(self.n, -1, dtype=np.int64)
+        idx = np.flatnonzero(mask)
+        if len(idx):
+            eps, first = np.unique(self.parent[idx], return_index=True)
+            out[eps] = self.position[idx[first]]
+        return out
+
+    def take(self, indices: np.ndarray) -> EpisodeBatch:
+        return EpisodeBatch(self.table.take(pa.array(indices, type=pa.int64())))
+
+
+def as_bool(arr: pa.Array | pa.ChunkedArray, null: bool = False) -> np.ndarray:
+    """A boolean Arrow array as numpy, with nulls mapped to `null`."""
+    return np.asarray(pc.fill_null(arr, null).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def as_float(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numeric Arrow array as float64 numpy, nulls as NaN."""
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), np.nan)
+    vals = np.array(pc.fill_null(arr, 0).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if arr.null_count:
+        vals[np.asarray(pc.is_null(arr).to_numpy(zero_copy_only=False), dtype=bool)] = np.nan
+    return vals
+
+
+@dataclass
+class Outcome:
+    """A validator's answer for a batch, columnar: `failed` (bool per episode) and its reason codes.
+
+    `reason` is None when the validator has a single failure code, else an array of codes (only read where
+    failed). `details` holds JSON strings or None per episode; `score` floats (NaN = none).
+    """
+
+    failed: np.ndarray
+    reason: str | np.ndarray | pa.Array
+    score: np.ndarray | None = None
+    details: pa.Array | list[str | None] | None = None
+
+
+def step_details(batch: EpisodeBatch, first: np.ndarray, failed: np.ndarray, what: str) -> pa.Array:
+    """JSON details '{"step": i, "what": ...}' for failed episodes, null elsewhere (vectorised)."""
+    steps = pc.cast(pa.array(first), pa.string())
+    txt = pc.binary_join_element_wise(f'{{"check":"{what}","step":', steps, "}", "")
+    return pc.if_else(pa.array(failed), txt, pa.scalar(None, pa.string()))
+
+
+class Validator:
+    """Base class. Subclasses set `name`, `base_version`, `codes` and implement `_check`.
+
+    Parameters (from the routing policy) are keyword arguments of the constructor; non-default parameters are
+    folded into `version`, so verdicts made under different settings never collide on (episode, validator,
+    version).
+    """
+
+    name: ClassVar[str] = ""
+    base_version: ClassVar[str] = "1"
+    codes: ClassVar[tuple[str, ...]] = ()
+    kind: ClassVar[str] = "structural"
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **params: Any) -> None:
+        unknown = set(params) - set(self.defaults) - {"context"}
+        if unknown:
+            raise ValueError(f"validator {self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        self.context = params.pop("context", None)
+        self.params = {**self.defaults, **params}
+
+    @property
+    def version(self) -> str:
+        changed = {k: v for k, v in self.params.items() if self.defaults.get(k) != v}
+        if not changed:
+            return self.base_version
+        digest = hashlib.sha256(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return f"{self.base_version}+{digest}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(version={self.version!r})"
+
+    # ------------------------------------------------------------------ the rule
+    def _check(self, batch: EpisodeBatch) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def after_batch(self, batch: EpisodeBatch, passed: np.ndarray) -> None:
+        """Hook for stateful validators (dedup indexes) once a batch has been routed. No-op by default."""
+
+    # ------------------------------------------------------------ entry points
+    def check_batch(self, table: pa.Table | EpisodeBatch) -> pa.Table:
+        """Verdicts for every episode of the table: (episode_id, passed, reason, score, details), input order."""
+        batch = EpisodeBatch.of(table)
+        out = self._check(batch)
+        failed = np.asarray(out.failed, dtype=bool)
+        if isinstance(out.reason, str):
+            reason: pa.Array = pc.if_else(pa.array(failed), out.reason, OK)
+        else:
+            reason = pc.if_else(pa.array(failed), pa.array(out.reason, type=pa.string()), OK)
+        unknown = set(pc.unique(reason).to_pylist()) - set(self.codes) - {OK}
+        if unknown:  # a programming error, never bad data: codes are a fixed, documented set
+            raise AssertionError(f"validator {self.name} produced undeclared reason code(s) {sorted(unknown)}")
+        score = out.score if out.score is not None else np.where(failed, 0.0, 1.0)
+        score_arr = pa.array(score, type=pa.float64(), from_pandas=True)  # NaN -> null
+        details = out.details if out.details is not None else pa.nulls(batch.n, pa.string())
+        if not isinstance(details, (pa.Array, pa.ChunkedArray)):
+            details = pa.array(details, type=pa.string())
+        return pa.Table.from_arrays(
+            [batch.col("episode_id").cast(pa.string()), pa.array(~failed), reason, score_arr, details],
+            schema=VERDICT_BATCH,
+        )
+
+    def check(self, episode: Episode) -> Verdict:
+        """The verdict for one episode: `check_batch` on a one-row table, so both paths share every rule."""
+        row = self.check_batch(episodes_to_table([episode])).to_pylist()[0]
+        details = json.loads(row["details"]) if row["details"] else None
+        return Verdict(row["passed"], row["reason"], row["score"], details)

@@ -1,0 +1,241 @@
+"""Dedup validators: an episode that repeats one already in a pile, or an earlier one of the same batch, fails with
+reason `duplicate` and lands in CT, so no content is ever twice in SFT.
+
+Exact: a content key (BLAKE2b-128 of the instruction and the action strings) against the keys of every episode in
+either pile and of the batch so far. The key is stored in the verdict's details, so the pile index is rebuilt from
+the verdicts table next round instead of rehashing the piles. Near: MinHash (datasketch) over word 3-grams of
+the same text with an LSH index; the estimated Jaccard similarity must reach `threshold`.
+
+`check_batch` never changes the index (checking the same episode twice gives the same answer); routing calls
+`after_batch` once a batch is in the piles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from validators.base import EpisodeBatch, Outcome, Validator, as_bool
+
+DUPLICATE = "duplicate"
+PILES = ("sft", "ct")
+_POLARS = __import__("polars").__version__
+
+
+def content_text(b: EpisodeBatch) -> pa.Array:
+    """Per episode: instruction, 0x1f, the action strings joined by 0x1e (what a duplicate repeats)."""
+    offsets = pa.array(np.concatenate([b.starts, [b.n_steps_total]]).astype(np.int32) if b.n else np.zeros(1, np.int32))
+    actions = pa.ListArray.from_arrays(offsets, pc.fill_null(b.step("action"), ""))
+    joined = pc.binary_join(actions, "\x1e")
+    return pc.binary_join_element_wise(pc.fill_null(b.col("instruction"), ""), joined, "\x1f")
+
+
+def _hex(words: list[np.ndarray]) -> pa.Array:
+    """Fixed-width hex strings of the big-endian concatenation of uint64 columns (vectorised, no Python loop)."""
+    n = len(words[0])
+    raw = np.stack([w.astype(">u8") for w in words], axis=1).tobytes().hex().encode()
+    width = 16 * len(words)
+    offsets = np.arange(0, n * width + 1, width, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw))
+
+
+def content_keys(b: EpisodeBatch) -> pa.Array:
+    """A 128-bit content key per episode: two seeded Polars row hashes of (instruction, [actions]), as 32 hex chars.
+
+    Polars only promises hash stability within one Polars version, so the version is part of ExactDedup's version:
+    after an upgrade the pile keys are recomputed from the piles instead of read from stale verdicts.
+    """
+    import polars as pl
+
+    offsets = pa.array(np.concatenate([b.starts, [b.n_steps_total]]).astype(np.int32) if b.n else np.zeros(1, np.int32))
+    actions = pa.ListArray.from_arrays(offsets, pc.fill_null(b.step("action"), ""))
+    df = pl.DataFrame({"i": pl.Series(pc.fill_null(b.col("instruction"), "")), "a": pl.Series(actions)})
+    return _hex([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)])
+
+
+def _pile_ids(lake: Any) -> pa.Array:
+    return pa.concat_arrays([lake.read(p, ["episode_id"]).column("episode_id").combine_chunks() for p in PILES])
+
+
+def _read_piles(lake: Any, ids: pa.Array | None, columns: list[str]) -> list[pa.Table]:
+    flt = None if ids is None else pc.field("episode_id").isin(ids)
+    return [lake.read(p, columns, filter=flt) for p in PILES]
+
+
+class ExactDedup(Validator):
+    """Exact duplicates of the instruction and action sequence."""
+
+    name = "dedup_exact"
+    kind = "dedup"
+    codes = (DUPLICATE,)
+    base_version = f"2-polars{_POLARS}"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.known = pa.array([], pa.string())
+
+    def prepare(self, lake: Any) -> None:
+        """Load the content keys of every episode already in a pile: from this validator's verdicts where they
+        exist, by hashing the pile rows for the rest."""
+        ids = _pile_ids(lake)
+        if not len(ids):
+            self.known = pa.array([], pa.string())
+            return
+        flt = (pc.field("validator") == self.name) & (pc.field("version") == self.version)
+        v = lake.read("verdicts", ["episode_id", "details"], filter=flt)
+        v = v.filter(pc.is_in(v.column("episode_id"), value_set=ids))
+        keys = pc.extract_regex(v.column("details"), r'"key":"(?P<k>[0-9a-f]{32})"')
+        known = [pc.struct_field(keys.combine_chunks(), "k")] if v.num_rows else []
+        missing = pc.filter(ids, pc.invert(pc.is_in(ids, value_set=v.column("episode_id").combine_chunks())))
+        if len(missing):
+            for t in _read_piles(lake, missing, ["episode_id", "instruction", "steps"]):
+                if t.num_rows:
+                    known.append(content_keys(EpisodeBatch(t)))
+        self.known = pc.unique(pa.concat_arrays([k.cast(pa.string()) for k in known])) if known else pa.array([], pa.string())
+
+    def _keys(self, b: EpisodeBatch) -> pa.Array:
+        if "dedup_keys" not in b._cache:
+            b._cache["dedup_keys"] = content_keys(b)
+        return b._cache["dedup_keys"]
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        keys = self._keys(b)
+        in_pile = as_bool(pc.is_in(keys, value_set=self.known)) if len(self.known) else np.zeros(b.n, dtype=bool)
+        first = pa.table({"k": keys, "i": pa.array(np.arange(b.n))}).group_by("k", use_threads=False).aggregate([("i", "min")])
+        is_first = np.zeros(b.n, dtype=bool)
+        is_first[first.column("i_min").to_numpy()] = True
+        failed = in_pile | ~is_first
+        where = np.where(in_pile, "pile", "batch")
+        det = pc.binary_join_element_wise('{"key":"', keys, '"', "")
+        dup = pc.binary_join_element_wise(det, ',"duplicate_of":"', pa.array(where), '"}', "")
+        details = pc.if_else(pa.array(failed), dup, pc.binary_join_element_wise(det, "}", ""))
+        return Outcome(failed, DUPLICATE, details=details)
+
+    def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
+        self.known = pc.unique(pa.concat_arrays([self.known, self._keys(b)]))
+
+
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser: spreads the bits before the affine permutations."""
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xFF51AFD7ED558CCD)
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(33))
+
+
+def shingle_hashes(b: EpisodeBatch, n: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(hash, episode index) of every word n-gram of each episode's content text, columnar (Polars hash)."""
+    import polars as pl
+
+    words = pc.split_pattern_regex(pc.utf8_lower(content_text(b)), r"[^\w]+")
+    flat = pc.list_flatten(words)
+    parent = np.asarray(pc.list_parent_indices(words).to_numpy(zero_copy_only=False), dtype=np.int64)
+    keep = np.asarray(pc.greater(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False), dtype=bool)
+    flat, parent = flat.filter(pa.array(keep)), parent[keep]
+    if len(flat) < n:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    m = len(flat) - n + 1
+    same = parent[: m] == parent[n - 1 :]
+    gram = pc.binary_join_element_wise(*[flat.slice(i, m) for i in range(n)], " ")
+    h = pl.Series(gram.filter(pa.array(same))).hash(seed=7).to_numpy()
+    return _fmix64(h.astype(np.uint64)), parent[: m][same]
+
+
+def minhash_signatures(h: np.ndarray, parent: np.ndarray, n_episodes: int, num_perm: int, seed: int) -> np.ndarray:
+    """MinHash signatures (n_episodes x num_perm, uint64); rows of episodes without shingles are all-max."""
+    rng = np.random.RandomState(seed)
+    a = rng.randint(0, 1 << 62, num_perm, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    bb = rng.randint(0, 1 << 62, num_perm, dtype=np.uint64)
+    sig = np.full((n_episodes, num_perm), _MASK64, dtype=np.uint64)
+    if not len(h):
+        return sig
+    order = np.argsort(parent, kind="stable")
+    h, parent = h[order], parent[order]
+    eps, starts = np.unique(parent, return_index=True)
+    with np.errstate(over="ignore"):
+        for k in range(num_perm):
+            sig[eps, k] = np.minimum.reduceat(h * a[k] + bb[k], starts)
+    return sig
+
+
+class NearDedup(Validator):
+    """Near duplicates: MinHash LSH over word 3-grams of instruction and actions (estimated Jaccard >= threshold)."""
+
+    name = "dedup_near"
+    kind = "dedup"
+    codes = (DUPLICATE,)
+    base_version = f"2-polars{_POLARS}"
+    defaults = {"threshold": 0.9, "num_perm": 64, "seed": 1}
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._lsh = self._new_lsh()
+        self._sigs: dict[str, Any] = {}
+
+    def _new_lsh(self) -> Any:
+        from datasketch import MinHashLSH
+
+        return MinHashLSH(threshold=self.params["threshold"], num_perm=self.params["num_perm"])
+
+    def minhashes(self, b: EpisodeBatch) -> list[Any]:
+        """datasketch LeanMinHash objects from signatures computed columnar (numpy), one per episode."""
+        from datasketch import LeanMinHash
+
+        if "minhashes" not in b._cache:
+            h, parent = shingle_hashes(b)
+            sig = minhash_signatures(h, parent, b.n, self.params["num_perm"], self.params["seed"])
+            seed = self.params["seed"]
+            b._cache["minhashes"] = [LeanMinHash(seed=seed, hashvalues=row, scheme="affine64") for row in sig]
+        return b._cache["minhashes"]
+
+    def prepare(self, lake: Any) -> None:
+        """Index every episode already in a pile (reads the piles' instructions and actions)."""
+        self._lsh, self._sigs = self._new_lsh(), {}
+        for t in _read_piles(lake, None, ["episode_id", "instruction", "steps"]):
+            for batch in t.to_batches(max_chunksize=50_000):
+                b = EpisodeBatch(pa.Table.from_batches([batch]))
+                self._insert(self._lsh, self._sigs, b.col("episode_id").to_pylist(), self.minhashes(b))
+
+    @staticmethod
+    def _insert(lsh: Any, sigs: dict[str, Any], ids: list[str], mhs: list[Any]) -> None:
+        with lsh.insertion_session() as session:
+            for i, m in zip(ids, mhs):
+                if i not in sigs:
+                    session.insert(i, m)
+                    sigs[i] = m
+
+    def _match(self, lsh: Any, sigs: dict[str, Any], m: Any) -> str | None:
+        best = None
+        for cand in lsh.query(m):
+            if m.jaccard(sigs[cand]) >= self.params["threshold"]:
+                best = cand if best is None else min(best, cand)
+        return best
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        ids = b.col("episode_id").to_pylist()
+        mhs = self.minhashes(b)
+        local, local_sigs = self._new_lsh(), {}
+        failed = np.zeros(b.n, dtype=bool)
+        details = np.full(b.n, None, dtype=object)
+        for i, (eid, m) in enumerate(zip(ids, mhs)):
+            hit = self._match(self._lsh, self._sigs, m) if eid not in self._sigs else None
+            where = "pile"
+            if hit is None:
+                hit, where = self._match(local, local_sigs, m), "batch"
+            if hit is not None and hit != eid:
+                failed[i] = True
+                details[i] = f'{{"duplicate_of":"{where}","episode_id":"{hit}"}}'
+            if eid not in local_sigs:
+                local.insert(eid, m)
+                local_sigs[eid] = m
+        return Outcome(failed, DUPLICATE, details=pa.array(details, type=pa.string()))
+
+    def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
+        self._insert(self._lsh, self._sigs, b.col("episode_id").to_pylist(), self.minhashes(b))

@@ -1,0 +1,119 @@
+"""Batch data quality: a Great Expectations 1.x suite over each new batch of episodes, before any is routed.
+
+Validators judge one episode; this suite judges the batch (null rates, value sets, ranges, step counts), so an
+upstream bug that breaks every episode the same way stops the round with a clear message instead of quietly
+filling the CT pile. Results are stored in `dq_results`; routing a failed batch needs an explicit, recorded
+override. GX runs on an ephemeral context over a pandas frame of episode-level columns (no steps), so it costs
+a fraction of routing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flywheel.records import SOURCES
+from schemas.actions import MAX_COORD
+from storage.lake import content_id
+
+SUITE = "episodes_batch"
+#: Episode-level columns the suite reads (routing reads these without the steps).
+COLUMNS = [
+    "episode_id", "source", "round", "task_id", "instruction", "n_steps",
+    "screen_width", "screen_height", "env_reward", "outcome", "pipeline_version",
+]  # fmt: skip
+OUTCOMES = ("finished", "step_limit", "unreadable_action", "ended", "unknown")
+
+
+class DataQualityError(ValueError):
+    """A batch failed its data-quality suite; routing stopped (override: --allow-failed-dq)."""
+
+
+@dataclass(frozen=True)
+class DQResult:
+    round: int
+    batch_id: str
+    success: bool
+    n_expectations: int
+    n_failed: int
+    failed: list[dict[str, Any]]
+    overridden: bool = False
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "result_id": content_id(str(self.round), self.batch_id, SUITE, str(self.overridden)),
+            "round": self.round,
+            "batch_id": self.batch_id,
+            "suite": SUITE,
+            "success": self.success,
+            "n_expectations": self.n_expectations,
+            "n_failed": self.n_failed,
+            "overridden": self.overridden,
+            "details": json.dumps({"failed": self.failed}, default=str),
+            "validated_at": datetime.now(timezone.utc),
+        }
+
+    def message(self) -> str:
+        parts = [f"{f['expectation']}({f.get('column')}): {f.get('observed')}" for f in self.failed[:5]]
+        return f"{self.n_failed}/{self.n_expectations} expectation(s) failed: " + "; ".join(parts)
+
+
+def batch_id(ids: pa.Array | pa.ChunkedArray) -> str:
+    """A stable id of a batch: the hash of its sorted episode ids."""
+    s = pc.sort_indices(ids)
+    return content_id(*pc.take(ids, s).to_pylist()) if len(ids) else content_id("empty")
+
+
+def expectations(round: int, max_steps: int = 1000) -> list[Any]:
+    import great_expectations as gx
+
+    E = gx.expectations
+    return [
+        *[E.ExpectColumnValuesToNotBeNull(column=c) for c in ("episode_id", "source", "task_id", "instruction", "n_steps")],
+        E.ExpectColumnValuesToBeUnique(column="episode_id"),
+        E.ExpectColumnValuesToBeInSet(column="source", value_set=list(SOURCES)),
+        E.ExpectColumnValuesToBeInSet(column="round", value_set=[round]),
+        E.ExpectColumnValuesToBeBetween(column="n_steps", min_value=1, max_value=max_steps),
+        E.ExpectColumnMeanToBeBetween(column="n_steps", min_value=1, max_value=max_steps),
+        E.ExpectColumnProportionOfNonNullValuesToBeBetween(column="screen_width", min_value=0.95),
+        E.ExpectColumnValuesToBeBetween(column="screen_width", min_value=1, max_value=MAX_COORD),
+        E.ExpectColumnValuesToBeBetween(column="screen_height", min_value=1, max_value=MAX_COORD),
+        E.ExpectColumnValuesToBeBetween(column="env_reward", min_value=0.0, max_value=1.0),
+        E.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
+        E.ExpectColumnValuesToNotBeNull(column="pipeline_version"),
+    ]
+
+
+def run_suite(table: pa.Table, round: int) -> DQResult:
+    """Run the suite over episode-level columns of a batch (an Arrow table with COLUMNS)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    frame = table.select([c for c in COLUMNS if c in table.column_names]).to_pandas()
+    for c in COLUMNS:
+        if c not in frame.columns:
+            frame[c] = None
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    bd = ctx.data_sources.add_pandas("episodes").add_dataframe_asset("batch").add_batch_definition_whole_dataframe("all")
+    suite = ctx.suites.add(gx.ExpectationSuite(name=SUITE, expectations=expectations(round)))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=SUITE, data=bd, suite=suite))
+    res = vd.run(batch_parameters={"dataframe": frame})
+    failed = []
+    for r in res.results:
+        if not r.success:
+            cfg = r.expectation_config
+            result = r.result or {}
+            observed = result.get("observed_value", result.get("unexpected_count"))
+            if r.exception_info and r.exception_info.get("raised_exception"):
+                observed = r.exception_info.get("exception_message")
+            failed.append({"expectation": cfg.type, "column": cfg.kwargs.get("column"), "observed": observed,
+                           "sample": (result.get("partial_unexpected_list") or [])[:5]})  # fmt: skip
+    return DQResult(round, batch_id(table.column("episode_id")), bool(res.success), len(res.results), len(failed), failed)

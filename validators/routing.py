@@ -1,0 +1,372 @@
+"""The routing rule of the flywheel (UI-TARS-2 section 2.3): D_SFT(r+1) = D_SFT(r) + {new s: V(s) = 1} and
+D_CT(r+1) = D_CT(r) + {new s: V(s) = 0}, where V(s) is the AND of the validators the routing policy requires for
+the episode's source. Every new episode lands in exactly one pile, none twice.
+
+Crash safety comes from idempotent writes in a fixed order, per chunk: verdicts, then sft, then ct. A re-run routes
+only episodes that are in neither pile and reuses the verdicts already stored for them (so a decision never
+changes between the first and the repairing run). The round's bookkeeping is computed from the lake afterwards,
+not from counters in memory, and the invariants (n_new = n_pass + n_fail, every episode in exactly one pile) are
+checked there: a violation raises RoutingError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.tables import CT, SFT
+from storage.errors import LakeError
+from storage.lake import Lake
+from validators.base import EpisodeBatch, Validator
+from validators.quality import COLUMNS as DQ_COLUMNS
+from validators.quality import DataQualityError, DQResult, run_suite
+from validators.registry import Policy, ValidationContext, ValidatorSpec, load_policy
+
+PILES = ("sft", "ct")
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+class RoutingError(LakeError):
+    """An invariant of routing does not hold (an episode in both piles or in none): fix before training."""
+
+
+@dataclass
+class RoundSummary:
+    round: int
+    n_new: int
+    n_pass: int
+    n_fail: int
+    pass_rate: float | None
+    pass_rate_lo: float | None
+    pass_rate_hi: float | None
+    sft_size: int
+    ct_size: int
+    routed_now: int = 0
+    by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_family: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    dq: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------- statistics
+def wilson(k: int | np.ndarray, n: int | np.ndarray, alpha: float = 0.05) -> tuple[Any, Any]:
+    """95% Wilson score interval of k successes in n trials (statsmodels)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    return proportion_confint(k, n, alpha=alpha, method="wilson")
+
+
+def rate_row(k: int, n: int) -> dict[str, Any]:
+    if n == 0:
+        return {"n": 0, "n_pass": 0, "pass_rate": None, "lo": None, "hi": None}
+    lo, hi = wilson(k, n)
+    return {"n": int(n), "n_pass": int(k), "pass_rate": k / n, "lo": float(lo), "hi": float(hi)}
+
+
+# ----------------------------------------------------------------------------------------- rounds bookkeeping
+_JSON_COLUMNS = ("stage_status", "breakdown")
+
+
+def update_round(lake: Lake, round: int, **fields: Any) -> dict[str, Any]:
+    """Merge `fields` into the rounds row of `round` (creating it), leaving every other column as it was.
+
+    Routing, training and evaluation each own some columns of the same row; JSON columns (stage_status,
+    breakdown) are merged key by key at the top level, so one stage never erases another's entries.
+    """
+    existing = lake.read("rounds", filter=pc.field("round") == round).to_pylist()
+    row: dict[str, Any] = existing[0] if existing else {"round": round}
+    for k, v in fields.items():
+        if k in _JSON_COLUMNS and v is not None:
+            old = json.loads(row[k]) if row.get(k) else {}
+            new = v if isinstance(v, dict) else json.loads(v)
+            row[k] = json.dumps({**old, **new}, sort_keys=True, default=str)
+        else:
+            row[k] = v
+    row["round"] = round
+    row["updated_at"] = datetime.now(timezone.utc)
+    lake.upsert("rounds", [row])
+    return row
+
+
+# ------------------------------------------------------------------------------------------------ validation
+@dataclass
+class Plan:
+    """The validators of a policy, built once: one instance per distinct configuration, shared across sources."""
+
+    policy: Policy
+    validators: dict[ValidatorSpec, Validator]
+
+    @classmethod
+    def build(cls, policy: Policy, context: ValidationContext | None = None) -> Plan:
+        return cls(policy, {s: s.build(context) for s in policy.specs()})
+
+    def prepare(self, lake: Lake) -> None:
+        for v in self.validators.values():
+            prep = getattr(v, "prepare", None)
+            if prep is not None:
+                prep(lake)
+
+
+@dataclass
+class Decision:
+    """V(s) for a batch: verdict rows for the verdicts table, and per episode passed + failing reason codes."""
+
+    verdicts: pa.Table | None
+    passed: np.ndarray
+    reasons: pa.Array  # list<string> per episode (empty when passed)
+    used: list[Validator]
+
+
+def _prior_for(prior: pa.Table | None, v: Validator) -> pa.Table | None:
+    if prior is None or not prior.num_rows:
+        return None
+    t = prior.filter((pc.field("validator") == v.name) & (pc.field("version") == v.version))
+    return t if t.num_rows else None
+
+
+def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None = None) -> Decision:
+    """Run every validator the policy requires for each episode's source and combine: V(s) = AND.
+
+    `prior` holds verdicts already stored for this round; where one exists for (episode, validator, version) it
+    is used instead of the fresh one, so a repairing run decides exactly as the interrupted one did.
+    """
+    sources = batch.col("source").to_pylist() if batch.n else []
+    uniq = sorted(set(sources))
+    src_arr = batch.col("source")
+    passed = np.ones(batch.n, dtype=bool)
+    fail_ep: list[np.ndarray] = []
+    fail_order: list[np.ndarray] = []
+    fail_code: list[pa.Array] = []
+    parts: list[pa.Table] = []
+    used: list[Validator] = []
+    now = pa.scalar(datetime.now(timezone.utc), pa.timestamp("us", tz="UTC"))
+    for order, (spec, v) in enumerate(plan.validators.items()):
+        users = [s for s in uniq if spec in plan.policy.for_source(s)]
+        if not users:
+            continue
+        if len(users) == len(uniq):
+            idx = np.arange(batch.n)
+            res = v.check_batch(batch)
+        else:
+            idx = np.flatnonzero(np.asarray(pc.is_in(src_arr, pa.array(users)).to_numpy(zero_copy_only=False)))
+            if not len(idx):
+                continue
+            res = v.check_batch(batch.take(idx))
+        used.append(v)
+        pri = _prior_for(prior, v)
+        if pri is not None:  # reuse stored verdicts for the same key
+            pos = pc.index_in(res.column("episode_id"), value_set=pri.column("episode_id"))
+            found = np.asarray(pc.is_valid(pos).to_numpy(zero_copy_only=False), dtype=bool)
+            if found.any():
+                cols = {}
+                take = pc.fill_null(pos, 0)
+                for c in ("passed", "reason", "score", "details"):
+                    cols[c] = pc.if_else(pa.array(found), pc.take(pri.column(c), take), res.column(c))
+                res = pa.table({"episode_id": res.column("episode_id"), **cols})
+        ok = np.asarray(res.column("passed").to_numpy(zero_copy_only=False), dtype=bool)
+        passed[idx] &= ok
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            fail_ep.append(idx[bad])
+            fail_order.append(np.full(len(bad), order))
+            fail_code.append(res.column("reason").take(pa.array(bad)).combine_chunks())
+        n = res.num_rows
+        parts.append(
+            pa.table(
+                {
+                    "episode_id": res.column("episode_id"),
+                    "round": pa.array(np.full(n, round, dtype=np.int32)),
+                    "validator": pa.repeat(pa.scalar(v.name), n),
+                    "version": pa.repeat(pa.scalar(v.version), n),
+                    "passed": res.column("passed"),
+                    "reason": res.column("reason"),
+                    "score": res.column("score"),
+                    "details": res.column("details"),
+                    "validated_at": pa.repeat(now, n),
+                }
+            )
+        )
+    verdicts = pa.concat_tables(parts) if parts else None
+    reasons = _reason_lists(batch.n, fail_ep, fail_order, fail_code)
+    return Decision(verdicts, passed, reasons, used)
+
+
+def _reason_lists(n: int, eps: list[np.ndarray], orders: list[np.ndarray], codes: list[pa.Array]) -> pa.Array:
+    """Per episode, its distinct failing reason codes in policy order (list<string>)."""
+    if not eps:
+        return pa.array([[] for _ in range(n)], pa.list_(pa.string()))
+    t = pa.table({"ep": np.concatenate(eps), "o": np.concatenate(orders), "r": pa.concat_arrays(codes)})
+    t = t.group_by(["ep", "r"], use_threads=False).aggregate([("o", "min")]).sort_by([("ep", "ascending"), ("o_min", "ascending")])
+    ep = t.column("ep").to_numpy()
+    counts = np.bincount(ep, minlength=n)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), t.column("r").combine_chunks())
+
+
+# ------------------------------------------------------------------------------------------------- routing
+def _routed_ids(lake: Lake) -> pa.Array:
+    return pa.concat_arrays([lake.read(p, ["episode_id"]).column("episode_id").combine_chunks() for p in PILES])
+
+
+def new_episodes_filter(round: int, routed: pa.Array) -> pc.Expression:
+    flt = pc.field("round") == round
+    return flt & ~pc.field("episode_id").isin(routed) if len(routed) else flt
+
+
+def route_round(
+    lake: Lake,
+    round: int,
+    *,
+    policy: Policy | None = None,
+    plan: Plan | None = None,
+    allow_failed_dq: bool = False,
+    chunk_size: int = 200_000,
+    progress: Progress | None = None,
+    run_dq: bool = True,
+) -> RoundSummary:
+    """Validate the new episodes of `round` (those in neither pile) and route them; update `rounds`.
+
+    Raises DataQualityError when the batch fails its GX suite (unless `allow_failed_dq`, which is recorded),
+    RoutingError when an invariant does not hold afterwards. Safe to re-run at any point.
+    """
+    say = progress or (lambda stage, info: None)
+    routed = _routed_ids(lake)
+    new_meta = lake.read("episodes", DQ_COLUMNS + ["task_family"], filter=new_episodes_filter(round, routed))
+    say("loaded", {"n": new_meta.num_rows})
+    dq: DQResult | None = None
+    if new_meta.num_rows and run_dq:
+        dq = run_suite(new_meta, round)
+        if not dq.success:
+            if not allow_failed_dq:
+                lake.append("dq_results", [dq.row()])
+                update_round(lake, round, breakdown={"dq": _dq_info(dq)})
+                raise DataQualityError(
+                    f"round {round}: batch {dq.batch_id[:12]} ({new_meta.num_rows} episodes) failed data quality, "
+                    f"nothing routed. {dq.message()}. Fix the input, or route anyway with --allow-failed-dq (recorded)."
+                )
+            dq = DQResult(**{**asdict(dq), "overridden": True})
+        lake.append("dq_results", [dq.row()])
+        say("dq", {"success": dq.success, "overridden": dq.overridden})
+    routed_now = 0
+    if new_meta.num_rows:
+        plan = plan or Plan.build(policy or load_policy(), ValidationContext(lake=lake))
+        plan.prepare(lake)
+        has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
+        prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
+        scanner = lake.dataset("episodes").scanner(filter=new_episodes_filter(round, routed), batch_size=chunk_size)
+        for chunk in _chunks(scanner.to_batches(), chunk_size):
+            routed_now += route_batch(lake, round, chunk, plan, prior, say)
+    summary = summarize(lake, round)
+    summary.routed_now = routed_now
+    summary.dq = _dq_info(dq) if dq else None
+    fields = {k: getattr(summary, k) for k in ("n_new", "n_pass", "n_fail", "pass_rate", "pass_rate_lo", "pass_rate_hi", "sft_size", "ct_size")}
+    breakdown: dict[str, Any] = {"by_source": summary.by_source, "by_family": summary.by_family, "reasons": summary.reasons}
+    if dq:
+        breakdown["dq"] = summary.dq
+    update_round(lake, round, breakdown=breakdown, **fields)
+    say("done", summary.as_dict())
+    return summary
+
+
+def _dq_info(dq: DQResult) -> dict[str, Any]:
+    return {"batch_id": dq.batch_id, "success": dq.success, "n_failed": dq.n_failed, "n_expectations": dq.n_expectations,
+            "overridden": dq.overridden, "failed": [f["expectation"] + f"({f.get('column')})" for f in dq.failed]}  # fmt: skip
+
+
+def _chunks(batches: Any, size: int) -> Any:
+    buf: list[pa.RecordBatch] = []
+    n = 0
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        buf.append(b)
+        n += b.num_rows
+        if n >= size:
+            yield pa.Table.from_batches(buf)
+            buf, n = [], 0
+    if buf:
+        yield pa.Table.from_batches(buf)
+
+
+def route_batch(lake: Lake, round: int, table: pa.Table, plan: Plan, prior: pa.Table | None, say: Progress) -> int:
+    """Decide and route one chunk of new episodes: verdicts, then sft, then ct (each idempotent)."""
+    batch = EpisodeBatch(table)
+    d = decide(batch, plan, round, prior)
+    if d.verdicts is not None:
+        lake.append("verdicts", d.verdicts)
+    say("verdicts_written", {"n": batch.n})
+    rr = pa.array(np.full(batch.n, round, dtype=np.int32))
+    mask = pa.array(d.passed)
+    with_round = table.append_column(pa.field("round_routed", pa.int32(), nullable=False), rr)
+    n_sft = lake.append("sft", with_round.filter(mask).select(SFT.names))
+    say("sft_appended", {"n": n_sft})
+    ct = with_round.append_column(pa.field("reasons", pa.list_(pa.string()), nullable=False), d.reasons)
+    n_ct = lake.append("ct", ct.filter(pc.invert(mask)).select(CT.names))
+    say("ct_appended", {"n": n_ct})
+    for v in d.used:
+        v.after_batch(batch, d.passed)
+    return n_sft + n_ct
+
+
+# ------------------------------------------------------------------------------------------------ summary
+def summarize(lake: Lake, round: int) -> RoundSummary:
+    """The round's numbers from the lake itself, with the invariants checked (RoutingError otherwise)."""
+    cols = ["episode_id", "source", "task_family"]
+    eps = lake.read("episodes", cols, filter=pc.field("round") == round)
+    sft = lake.read("sft", cols, filter=pc.field("round_routed") == round)
+    ct = lake.read("ct", cols + ["reasons"], filter=pc.field("round_routed") == round)
+    sft_ids, ct_ids = sft.column("episode_id"), ct.column("episode_id")
+    problems = []
+    both = pc.filter(sft_ids, pc.is_in(sft_ids, value_set=ct_ids.combine_chunks())) if ct.num_rows and sft.num_rows else pa.array([], pa.string())
+    if len(both):
+        problems.append(f"{len(both)} episode(s) in both sft and ct, e.g. {both[0]}")
+    routed = pa.concat_arrays([sft_ids.combine_chunks(), ct_ids.combine_chunks()])
+    ids = eps.column("episode_id").combine_chunks()
+    unrouted = pc.filter(ids, pc.invert(pc.is_in(ids, value_set=routed))) if len(ids) else ids
+    if len(unrouted):
+        problems.append(f"{len(unrouted)} episode(s) of round {round} in neither pile, e.g. {unrouted[0]}")
+    n_new, n_pass, n_fail = eps.num_rows, sft.num_rows, ct.num_rows
+    if n_new != n_pass + n_fail:
+        problems.append(f"n_new={n_new} != n_pass={n_pass} + n_fail={n_fail}")
+    if problems:
+        raise RoutingError(f"round {round}: routing invariants violated: " + "; ".join(problems))
+    rate = rate_row(n_pass, n_new)
+    reasons: dict[str, int] = {}
+    if ct.num_rows:
+        vc = pc.value_counts(pc.list_flatten(ct.column("reasons")))
+        reasons = {d["values"]: int(d["counts"]) for d in vc.to_pylist()}
+    return RoundSummary(
+        round=round,
+        n_new=n_new,
+        n_pass=n_pass,
+        n_fail=n_fail,
+        pass_rate=rate["pass_rate"],
+        pass_rate_lo=rate["lo"],
+        pass_rate_hi=rate["hi"],
+        sft_size=lake.count("sft"),
+        ct_size=lake.count("ct"),
+        by_source=_breakdown(sft, ct, "source"),
+        by_family=_breakdown(sft, ct, "task_family"),
+        reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+    )
+
+
+def _breakdown(sft: pa.Table, ct: pa.Table, col: str) -> dict[str, dict[str, Any]]:
+    def counts(t: pa.Table) -> dict[str, int]:
+        if not t.num_rows:
+            return {}
+        vc = pc.value_counts(pc.fill_null(t.column(col), "(none)"))
+        return {d["values"]: int(d["counts"]) for d in vc.to_pylist()}
+
+    p, f = counts(sft), counts(ct)
+    return {k: rate_row(p.get(k, 0), p.get(k, 0) + f.get(k, 0)) for k in sorted(set(p) | set(f))}

@@ -1,0 +1,256 @@
+"""Structural validators: is the episode well-formed enough to learn from?
+
+Each rule is columnar over the flattened steps (see validators/base.py). Action strings are checked against the
+grammar of schemas/actions.py: a regular expression recognises the canonical forms that `format_action` writes
+(every such string parses), and any other string is handed to `parse_action` itself, so the validator accepts
+exactly what the parser accepts and stays fast on the common case.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flywheel.records import SOURCES
+from schemas.actions import DIRECTIONS, NOARG_KINDS, POINT_KINDS, TEXT_KINDS, ActionError, parse_action
+from validators.base import EpisodeBatch, Outcome, Validator, as_bool, as_float, step_details
+
+# ------------------------------------------------------------------ canonical action grammar (RE2, pyarrow)
+_C = r"(?:\d{1,4}|1[0-5]\d{3}|16[0-2]\d{2}|163[0-7]\d|1638[0-4])"  # 0..16384 = MAX_COORD
+_PT = rf"'<point>{_C} {_C}</point>'"
+_Q = r"'(?:[^'\\]|\\[\\'nrt\"])*'"  # a quoted value with the parser's escapes
+_KEY = r"'[!-&(-\[\]-~]+(?: [!-&(-\[\]-~]+)*'"  # printable ASCII keys, single spaces, no quote or backslash
+CANONICAL_ACTION = (
+    "^(?:"
+    + "|".join(
+        [
+            rf"(?:{'|'.join(POINT_KINDS)})\(point={_PT}\)",
+            rf"drag\(start_point={_PT}, end_point={_PT}\)",
+            rf"hotkey\(key={_KEY}\)",
+            rf"(?:{'|'.join(TEXT_KINDS)})\(content={_Q}\)",
+            rf"scroll\(point={_PT}, direction='(?:{'|'.join(DIRECTIONS)})'\)",
+            rf"(?:{'|'.join(NOARG_KINDS)})\(\)",
+        ]
+    )
+    + ")$"
+)
+
+
+def _parses(s: str | None) -> bool:
+    if s is None:
+        return False
+    try:
+        parse_action(s)
+        return True
+    except ActionError:
+        return False
+
+
+def actions_valid(actions: pa.Array) -> np.ndarray:
+    """Per action string: does it follow the grammar? (regex fast path, the real parser for the rest)."""
+    ok = as_bool(pc.match_substring_regex(actions, CANONICAL_ACTION))
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        others = actions.take(pa.array(rest)).to_pylist()
+        ok[rest] = [_parses(s) for s in others]
+    return ok
+
+
+class Schema(Validator):
+    """Required fields are there and consistent: source, task, instruction, n_steps = len(steps), indices 0..n-1."""
+
+    name = "schema"
+    codes = ("schema_invalid",)
+    defaults = {"min_steps": 1}
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        problems: list[tuple[str, np.ndarray]] = [
+            ("source", ~as_bool(pc.is_in(b.col("source"), pa.array(SOURCES)))),
+            ("task_id", ~as_bool(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.col("task_id"))), 0))),
+            ("instruction", ~as_bool(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.col("instruction"))), 0))),
+            ("n_steps", np.asarray(pc.fill_null(b.col("n_steps"), -1).to_numpy(zero_copy_only=False)) != b.lengths),
+            ("too_few_steps", b.lengths < self.params["min_steps"]),
+        ]
+        idx = np.asarray(pc.fill_null(b.step("index"), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        problems.append(("step_index", b.any_step(idx != b.position)))
+        failed = np.zeros(b.n, dtype=bool)
+        what = np.full(b.n, None, dtype=object)
+        for label, mask in reversed(problems):  # the first listed problem wins in details
+            failed |= mask
+            what[mask] = f'{{"field":"{label}"}}'
+        return Outcome(failed, "schema_invalid", details=pa.array(what, type=pa.string()))
+
+
+class ActionGrammar(Validator):
+    """Every step's action parses under the grammar of schemas/actions.py."""
+
+    name = "action_grammar"
+    codes = ("bad_action",)
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        bad = ~actions_valid(b.step("action"))
+        failed = b.any_step(bad)
+        return Outcome(failed, "bad_action", details=step_details(b, b.first_step(bad), failed, "grammar"))
+
+
+class OnScreen(Validator):
+    """Every coordinate lies on the episode's screen (pixels of the stored screenshot)."""
+
+    name = "on_screen"
+    codes = ("off_screen", "no_screen_size")
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        w = as_float(b.col("screen_width"))[b.parent]
+        h = as_float(b.col("screen_height"))[b.parent]
+        off = np.zeros(b.n_steps_total, dtype=bool)
+        has_coord = np.zeros(b.n_steps_total, dtype=bool)
+        for cx, cy in (("x", "y"), ("x2", "y2")):
+            x, y = as_float(b.step(cx)), as_float(b.step(cy))
+            present = ~np.isnan(x) & ~np.isnan(y)
+            has_coord |= present
+            with np.errstate(invalid="ignore"):
+                off |= present & ((x < 0) | (y < 0) | (x >= w) | (y >= h))
+        no_size = ~(w > 0) | ~(h > 0)
+        missing_size = b.any_step(has_coord & no_size)
+        off_ep = b.any_step(off & ~no_size)
+        failed = missing_size | off_ep
+        reason = np.where(missing_size, "no_screen_size", "off_screen")
+        return Outcome(failed, reason, details=step_details(b, b.first_step(off | (has_coord & no_size)), failed, "coords"))
+
+
+class MonotonicTime(Validator):
+    """Step times never run backwards: 0 <= t_start <= t_end and t_start is non-decreasing (null times skipped)."""
+
+    name = "monotonic_time"
+    codes = ("time_not_monotonic",)
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        ts, te = as_float(b.step("t_start")), as_float(b.step("t_end"))
+        with np.errstate(invalid="ignore"):
+            bad = (ts < 0) | (te < ts)
+            if len(ts) > 1:
+                same_ep = b.parent[1:] == b.parent[:-1]
+                prev = ts[:-1]
+                back = same_ep & (ts[1:] < prev)  # NaN compares False: null times never fail
+                bad[1:] |= back
+        failed = b.any_step(bad)
+        return Outcome(failed, "time_not_monotonic", details=step_details(b, b.first_step(bad), failed, "time"))
+
+
+class Thoughts(Validator):
+    """At least `min_share` of the steps carry a non-blank thought (think-aloud and interactive need them)."""
+
+    name = "thoughts"
+    codes = ("empty_thought",)
+    defaults = {"min_share": 1.0}
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        has = as_bool(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.step("thought"))), 0))
+        n_with = b.count_step(has)
+        share = np.divide(n_with, b.lengths, out=np.zeros(b.n), where=b.lengths > 0)
+        failed = share < self.params["min_share"] - 1e-12
+        return Outcome(failed, "empty_thought", score=share, details=step_details(b, b.first_step(~has), failed, "thought"))
+
+
+_SHA = "^[0-9a-f]{64}$"
+
+
+def default_reader(context: Any) -> Callable[[str], bytes]:
+    """Bytes of a screenshot URI: through the lake's object store when the context has a lake, else a local path."""
+    lake = getattr(context, "lake", None)
+
+    def read(uri: str) -> bytes:
+        if lake is not None and uri.startswith(lake.objects.uri.join()):
+            return lake.objects.get_object(uri)
+        path = uri.removeprefix("file://")
+        with open(path, "rb") as f:
+            return f.read()
+
+    return read
+
+
+class Screenshot(Validator):
+    """Every step has a screenshot URI and SHA-256; decoding is checked on all of a small batch's images, and on a
+    seeded sample of distinct images in a big one (decoding millions of images is the ingest's job, not routing's).
+    """
+
+    name = "screenshot"
+    codes = ("screenshot_missing", "screenshot_undecodable")
+    defaults = {"decode": "sample", "sample": 16, "decode_all_below": 64, "seed": 0}
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        uri, sha = b.step("screenshot_uri"), b.step("screenshot_sha256")
+        present = as_bool(pc.equal(pc.binary_length(sha), 64)) & as_bool(pc.greater(pc.binary_length(uri), 0))
+        if present.any():  # lower-case hex only (the regex runs on 64-byte strings, cheap)
+            present &= as_bool(pc.match_substring_regex(sha, _SHA), null=True)
+        missing = b.any_step(~present)
+        bad_step = ~present
+        undecodable = np.zeros(b.n, dtype=bool)
+        why: dict[int, str] = {}
+        if self.params["decode"] != "none" and present.any():
+            steps = np.flatnonzero(present)
+            if self.params["decode"] == "sample" and len(steps) > self.params["decode_all_below"]:
+                rng = np.random.default_rng(self.params["seed"])
+                steps = np.sort(rng.choice(steps, self.params["sample"], replace=False))
+            picked = pa.table({"sha": sha.take(pa.array(steps)), "uri": uri.take(pa.array(steps))})
+            distinct = dict(zip(picked.column("sha").to_pylist(), picked.column("uri").to_pylist()))
+            read = default_reader(self.context)
+            bad_shas = {h: err for h, u in distinct.items() if (err := _decode_error(read, u, h))}
+            if bad_shas:
+                bad_img = as_bool(pc.is_in(sha, pa.array(list(bad_shas), pa.string())))
+                undecodable = b.any_step(bad_img) & ~missing
+                bad_step = bad_step | bad_img
+                first = b.first_step(bad_img)
+                for e in np.flatnonzero(undecodable):
+                    why[int(e)] = bad_shas[sha[int(b.starts[e] + first[e])].as_py()]
+        failed = missing | undecodable
+        reason = np.where(missing, "screenshot_missing", "screenshot_undecodable")
+        first = b.first_step(bad_step)
+        details = [
+            json.dumps({"step": int(first[i]), **({"error": why[i]} if i in why else {})}) if failed[i] else None
+            for i in np.flatnonzero(failed)
+        ]
+        det = np.full(b.n, None, dtype=object)
+        det[np.flatnonzero(failed)] = details
+        return Outcome(failed, reason, details=pa.array(det, type=pa.string()))
+
+
+def _decode_error(read: Callable[[str], bytes], uri: str, sha: str) -> str | None:
+    """None when the image at `uri` has SHA-256 `sha` and decodes, else a short reason."""
+    from PIL import Image
+
+    try:
+        data = read(uri)
+    except Exception as e:  # noqa: BLE001 - any failure to fetch is a verdict, never a crash
+        return f"unreadable: {type(e).__name__}: {e}"[:200]
+    if hashlib.sha256(data).hexdigest() != sha:
+        return "sha256 mismatch"
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+        return None
+    except Exception as e:  # noqa: BLE001
+        return f"undecodable: {type(e).__name__}"
+
+
+class StepLimit(Validator):
+    """At most `max_steps` steps, and the episode did not end by hitting the environment's step limit."""
+
+    name = "step_limit"
+    codes = ("step_limit",)
+    defaults = {"max_steps": 100}
+
+    def _check(self, b: EpisodeBatch) -> Outcome:
+        hit = as_bool(pc.equal(b.col("outcome"), "step_limit"))
+        failed = (b.lengths > self.params["max_steps"]) | hit
+        return Outcome(failed, "step_limit")
+
+
+STRUCTURAL = (Schema, ActionGrammar, OnScreen, MonotonicTime, Thoughts, Screenshot, StepLimit)
