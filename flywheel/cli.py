@@ -67,7 +67,9 @@ def main() -> None:
 
     debug = "--debug" in sys.argv or os.environ.get("FLYWHEEL_DEBUG") == "1"
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:  # `raise typer.Exit(1)` in a command: click returns the code here
+            sys.exit(rc)
     except SystemExit:
         raise
     except typer.Exit as e:

@@ -18,3 +18,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
     one_line = " ".join(str(message).split())
     err_console.print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+def quiet_prefect_console() -> None:
+    """Keep Prefect's console output (task tracebacks) out of the CLI unless --debug: the CLI prints one line per
+    error itself. Only the terminal handler is raised (Prefect's PREFECT_LOGGING_<path> override, read when its
+    logging is set up at the first flow run); logs still reach the Prefect API and UI."""
+    import os
+
+    if os.environ.get("FLYWHEEL_DEBUG") != "1":
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 
@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     # S3 (used when the lake or landing area is s3://...)
     s3_endpoint_url: str | None = None
     s3_region: str = "us-east-1"
-    s3_access_key_id: str | None = None
+    s3_access_key_id: str | None = Field(default=None, repr=False)  # half of a credential: kept out of reprs and logs
     s3_secret_access_key: SecretStr | None = None
     s3_allow_http: bool = False
     # Bounds on a slow or unreachable endpoint (boto3 and deltalake alike): an error comes within seconds.

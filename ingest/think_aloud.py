@@ -18,6 +18,7 @@ import math
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -37,12 +38,17 @@ from ingest.formats.bundle import MANIFEST, BundleManifest, load_schema
 from ingest.land import LandResult, Quarantined, land
 from ingest.pii import pseudonym, redact, redact_obj
 from ingest.video import VideoError, frames_before, probe
-from schemas.actions import Action, format_action
+from schemas.actions import Action, ActionError, format_action
 from storage.errors import LakeError
 from storage.lake import Lake
 
 SOURCE = "think_aloud"
 DEFAULT_MAX_BUNDLE_BYTES = 2 * 1024**3
+#: Unpacked / packed size beyond which a member (zip) or the whole archive (tar.gz) is a decompression bomb; real
+#: bundles (audio, PNG, video, JSON) stay far below (the same bound as `flywheel upload`'s check).
+MAX_ARCHIVE_RATIO = 200.0
+MAX_ARCHIVE_MEMBERS = 20_000
+_RATIO_FLOOR = 1024**2  # small members may compress well (a blank screenshot): only bigger ones are judged
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
 _round = builtins.round  # the public functions take a `round` (flywheel round) argument
 
@@ -141,6 +147,16 @@ def _check_member(name: str) -> None:
         raise IngestError("archive_path_traversal", f"archive member {name!r} escapes the bundle with '..'", name)
 
 
+def _check_bomb(n_members: int, sizes: list[tuple[str, int, int]]) -> None:
+    """Refuse decompression bombs before extracting: too many members, or (name, unpacked, packed) too skewed."""
+    if n_members > MAX_ARCHIVE_MEMBERS:
+        raise IngestError("archive_too_many_files", f"archive holds {n_members:,} members, over the {MAX_ARCHIVE_MEMBERS:,} limit")
+    for name, unpacked, packed in sizes:
+        if unpacked > _RATIO_FLOOR and unpacked > MAX_ARCHIVE_RATIO * max(packed, 1):
+            raise IngestError("archive_bomb", f"{name!r} unpacks {unpacked / max(packed, 1):,.0f}x its packed size "
+                              f"(limit {MAX_ARCHIVE_RATIO:.0f}x): a decompression bomb", name)  # fmt: skip
+
+
 def open_input(path: Path, workdir: Path, max_bytes: int = DEFAULT_MAX_BUNDLE_BYTES) -> Path:
     """The input as a folder: archives are checked (paths, links, sizes) before anything is extracted."""
     if path.is_dir():
@@ -163,6 +179,7 @@ def open_input(path: Path, workdir: Path, max_bytes: int = DEFAULT_MAX_BUNDLE_BY
                 total = sum(i.file_size for i in infos)
                 if total > max_bytes:
                     raise IngestError("archive_too_large", f"archive unpacks to {total:,} bytes, over the {max_bytes:,} limit")
+                _check_bomb(len(infos), [(i.filename, i.file_size, i.compress_size) for i in infos])
                 z.extractall(dst)
         else:
             with tarfile.open(path, "r:gz") as t:
@@ -174,8 +191,10 @@ def open_input(path: Path, workdir: Path, max_bytes: int = DEFAULT_MAX_BUNDLE_BY
                 total = sum(m.size for m in members)
                 if total > max_bytes:
                     raise IngestError("archive_too_large", f"archive unpacks to {total:,} bytes, over the {max_bytes:,} limit")
+                _check_bomb(len(members), [(path.name, total, size)])  # one gzip stream: judge the whole archive
                 t.extractall(dst, filter="data")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError) as e:
+        # zlib.error: corrupt deflate data; NotImplementedError: an unknown compression method; RuntimeError: encrypted
         raise IngestError("archive_corrupt", f"cannot read the archive: {type(e).__name__}: {str(e)[:200]}") from None
     # an archive may hold the bundle at its root or inside one top folder
     if kind_of(dst) is None:
@@ -515,6 +534,8 @@ def process_input(
             out.session_row = row
         except ERRORS as e:
             out.quarantined.append(Quarantined(SOURCE, uri, e.code, str(e), getattr(e, "locator", None), round))
+        except ActionError as e:  # e.g. a hotkey with a quote key (ctrl+'): the grammar cannot write it (found by fuzzing)
+            out.quarantined.append(Quarantined(SOURCE, uri, "action_unrepresentable", f"an action cannot be written in the grammar: {e}", None, round))
         except LakeError:
             raise
         except Exception as e:  # noqa: BLE001 - an unforeseen failure on one input must not stop the batch

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -43,6 +44,7 @@ LAKE_FORMAT = 1
 WRITER_APP_ID = "flywheel.lake"
 #: How often a write that lost a commit race is retried before giving up with a LakeError.
 MAX_WRITE_ATTEMPTS = 25
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: Large batches skip the per-key filter pushdown and read the key column whole (a hash key has no useful stats).
 _KEY_FILTER_MAX = 10_000
 
@@ -55,10 +57,12 @@ def delta_errors(what: str) -> Iterator[None]:
     except (LakeError, TableNotFoundError, CommitFailedError, SchemaError):
         raise
     except (OSError, DeltaError) as e:
-        first = " ".join(str(e).split())
+        first = " ".join(_ANSI.sub("", str(e)).split())  # object_store colours its error chain
         hint = ""
         if any(s in first for s in ("error sending request", "Connection refused", "dns error", "timed out", "operation timed out")):
             hint = "; the storage endpoint is unreachable: check FLYWHEEL_S3_ENDPOINT_URL and the network"
+        elif re.search(r"status code\W*5\d\d", first):
+            hint = "; the storage endpoint answered with a server error (5xx): run the command again when it recovers"
         elif "non-2xx" in first or "403" in first or "Forbidden" in first:
             hint = "; the storage endpoint refused the request: check the bucket, endpoint and credentials"
         raise LakeError(f"{what} failed: {first[:300]}{hint}") from None
@@ -418,6 +422,9 @@ def _split(batch: pa.Table, target_bytes: int) -> list[pa.Table]:
     return [batch.slice(i, rows) for i in range(0, batch.num_rows, rows)]
 
 
+_STAT_CHARS = 64
+
+
 def _stats_json(t: pa.Table) -> str:
     """Delta file statistics: numRecords, and nullCount/minValues/maxValues of the flat top-level columns."""
     mins: dict[str, Any] = {}
@@ -434,12 +441,19 @@ def _stats_json(t: pa.Table) -> str:
             or pa.types.is_string(f.type)
         ):
             continue
+        if pa.types.is_floating(f.type):  # NaN and inf have no JSON form: bound the finite values only
+            col = col.filter(pc.is_finite(col))
+            if len(col) == 0:
+                del nulls[f.name]  # see below: no nullCount without min/max
+                continue
         mm = pc.min_max(col)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        if isinstance(lo, str) and (len(lo) > 64 or len(hi) > 64):
-            continue  # long strings: no stats rather than truncated ones
-        if isinstance(lo, float) and not (math.isfinite(lo) and math.isfinite(hi)):
-            continue
+        if isinstance(lo, str) and len(lo) > _STAT_CHARS:  # a prefix is still a lower bound
+            lo = lo[:_STAT_CHARS]
+        if isinstance(hi, str) and len(hi) > _STAT_CHARS:  # a prefix + the largest code point is an upper bound
+            hi = hi[:_STAT_CHARS] + "\U0010ffff\U0010ffff"
+        # Strings are always given bounds: delta-rs turns a column that has a nullCount but no min/max into
+        # "col >= null", which prunes the file from every equality filter on that column (keys would look absent).
         if hasattr(lo, "isoformat"):
             lo = lo.isoformat(timespec="milliseconds").replace("+00:00", "Z")
             hi = (hi + timedelta(milliseconds=1)).isoformat(timespec="milliseconds").replace("+00:00", "Z")

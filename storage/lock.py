@@ -40,6 +40,22 @@ class Lease:
         return f"{self.what} is running (held by {self.holder} since {since})"
 
 
+def _alive(lease: Lease) -> bool:
+    """A lease is live until it expires, unless its holder was a process on this host that no longer exists
+    (killed with -9): then it is dead at once and the next start need not wait for the lease to run out."""
+    if lease.expires_at <= time.time():
+        return False
+    host, _, pid = lease.holder.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    return True
+
+
 class LakeLock:
     """`with LakeLock(lake, "round", what="round 3"):` ... Raises LockHeld if a live lease exists."""
 
@@ -137,9 +153,18 @@ class LakeLock:
         return Lease(self.name, self.holder, self.what, now, now + self.lease_s, token or uuid.uuid4().hex)
 
     def current(self) -> Lease | None:
-        """The live lease, if any (an expired one counts as none)."""
+        """The live lease, if any (an expired one, or one whose holder died on this host, counts as none)."""
         lease, _ = self._read()
-        return lease if lease and lease.expires_at > time.time() else None
+        return lease if lease and _alive(lease) else None
+
+    def update(self, what: str) -> None:
+        """Say what the holder is doing now (e.g. the stage), so a second start can tell."""
+        lease, raw = self._read()
+        if self.lease is None or lease is None or raw is None or lease.token != self.lease.token:
+            return
+        new = Lease(**{**asdict(lease), "what": what})
+        if self._swap(raw, json.dumps(asdict(new))):
+            self.lease = new
 
     def acquire(self) -> Lease:
         lease = self._new_lease()
@@ -148,7 +173,7 @@ class LakeLock:
             self.lease = lease
         else:
             old, raw = self._read()
-            if old is not None and old.expires_at > time.time():
+            if old is not None and _alive(old):
                 raise LockHeld(f"another run holds the lock: {old.describe()}; wait for it or run `flywheel round status`")
             if raw is None or not self._swap(raw, body):
                 if raw is None and self._create(body):

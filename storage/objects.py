@@ -87,11 +87,18 @@ class LocalObjectStore(_Common):
 
     def put_bytes(self, rel: str, data: bytes) -> None:
         p = self._path(rel)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")  # write then rename: never a half file
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")  # write then rename: never a half file
+        except OSError as e:
+            raise LakeError(f"writing {rel} to {self.uri} failed: {e.strerror or e}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, p)
+        except OSError as e:  # e.g. a full disk: leave no temporary file behind, say what happened in one line
+            Path(tmp).unlink(missing_ok=True)
+            raise LakeError(f"writing {rel} to {self.uri} failed: {e.strerror or e}") from None
 
     def get_bytes(self, rel: str) -> bytes | None:
         p = self._path(rel)

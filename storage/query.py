@@ -11,6 +11,46 @@ from storage.lake import Lake
 from storage.views import Versions
 
 
+#: Statement kinds an analyst's SQL may hold (DESCRIBE, SHOW, SUMMARIZE, FROM ..., VALUES parse as SELECT).
+READ_ONLY_KINDS = ("SELECT", "EXPLAIN")
+
+
+def check_read_only(query: str, *, single: bool = True) -> None:
+    """Refuse anything but reads, before DuckDB runs it: COPY, ATTACH, INSTALL/LOAD, CREATE, SET, PRAGMA, ...
+
+    Defence in depth with `lock_down`: even a statement that got through could reach no file, URL or setting.
+    """
+    import re
+
+    import duckdb
+
+    try:
+        stmts = duckdb.extract_statements(query)
+    except duckdb.Error as e:
+        raise LakeError(f"query failed: {str(e).splitlines()[0]}") from None
+    if not stmts:
+        raise LakeError("the query is empty")
+    if single and len(stmts) > 1:
+        raise LakeError(f"one statement at a time, got {len(stmts)}")
+    for st in stmts:
+        kind = st.type.name
+        if kind == "EXPLAIN":  # EXPLAIN [ANALYZE] runs its statement: that one must be a read too
+            inner = re.sub(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?", "", st.query, flags=re.I)
+            kinds = [s.type.name for s in duckdb.extract_statements(inner)] if inner.strip() else []
+            kind = "SELECT" if kinds and all(k == "SELECT" for k in kinds) else f"EXPLAIN {'+'.join(kinds) or '?'}"
+        if kind not in READ_ONLY_KINDS:
+            raise LakeError(
+                f"the lake is read-only here: {kind} statements are refused; use SELECT (or WITH, FROM, DESCRIBE, "
+                "SUMMARIZE, EXPLAIN)"
+            )
+
+
+def lock_down(con) -> None:  # noqa: ANN001 - duckdb.DuckDBPyConnection
+    """After the views are registered: no file or URL access, no extension loading, no setting changes."""
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
 def run_query(lake: Lake, query: str, version: Versions = None) -> pa.Table:
     """Run one query over the table views and return Arrow. Errors become LakeError with DuckDB's message.
 
@@ -20,11 +60,12 @@ def run_query(lake: Lake, query: str, version: Versions = None) -> pa.Table:
 
     from storage.views import referenced_tables
 
+    check_read_only(query)
     used = referenced_tables(query)  # register only these: each view costs a Delta log read (S3 round trips)
     if isinstance(version, int):
         version = {t: version for t in used}
     con = lake.duckdb(version=version, tables=sorted(used))
-    con.execute("SET enable_external_access = false")  # the views are registered; no other file or URL access
+    lock_down(con)  # the views are registered; no other file or URL access
     try:
         rel = con.sql(query)
         return rel.to_arrow_table() if rel is not None else pa.table({})
@@ -44,7 +85,7 @@ def repl(lake: Lake, version: Versions = None) -> None:
     from schemas.tables import TABLES
 
     con = lake.duckdb(version=version)
-    con.execute("SET enable_external_access = false")
+    lock_down(con)
     pinned = f" (pinned: {', '.join(f'{t}@{v}' for t, v in version.items())})" if isinstance(version, dict) and version else ""
     console.print(f"DuckDB over {lake.uri}{pinned}; views: {', '.join(TABLES)}. End with Ctrl-D.")
     interactive = sys.stdin.isatty()
@@ -67,6 +108,7 @@ def repl(lake: Lake, version: Versions = None) -> None:
         if not buf.strip().endswith(";"):
             continue
         try:
+            check_read_only(buf, single=False)
             rel = con.sql(buf)
             if rel is not None:
                 res = rel.to_arrow_table()
@@ -76,6 +118,6 @@ def repl(lake: Lake, version: Versions = None) -> None:
                 console.print(t)
                 if res.num_rows > 100:
                     console.print(f"({res.num_rows:,} rows, 100 shown)")
-        except duckdb.Error as e:
-            console.print(f"[red]error:[/] {str(e).splitlines()[0]}")
+        except (duckdb.Error, LakeError) as e:
+            console.print(f"[red]error:[/] {str(e).removeprefix('query failed: ').splitlines()[0]}")
         buf = ""

@@ -84,7 +84,7 @@ def expectations(round: int, max_steps: int = 1000) -> list[Any]:
         E.ExpectColumnProportionOfNonNullValuesToBeBetween(column="screen_width", min_value=0.95),
         E.ExpectColumnValuesToBeBetween(column="screen_width", min_value=1, max_value=MAX_COORD),
         E.ExpectColumnValuesToBeBetween(column="screen_height", min_value=1, max_value=MAX_COORD),
-        E.ExpectColumnValuesToBeBetween(column="env_reward", min_value=0.0, max_value=1.0),
+        E.ExpectColumnValuesToBeBetween(column="env_reward", min_value=-1.0, max_value=1.0),  # -1: unreadable action
         E.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
         E.ExpectColumnValuesToNotBeNull(column="pipeline_version"),
     ]

@@ -110,10 +110,13 @@ class Plan:
     def build(cls, policy: Policy, context: ValidationContext | None = None) -> Plan:
         return cls(policy, {s: s.build(context) for s in policy.specs()})
 
-    def prepare(self, lake: Lake) -> None:
-        for v in self.validators.values():
+    def prepare(self, lake: Lake, sources: set[str] | None = None) -> None:
+        """Let validators load what they need (pile indexes); only those the given sources use, when given:
+        a pile index costs time linear in the piles, and a validator no new episode needs must not pay it."""
+        used = None if sources is None else {sp for s in sources for sp in self.policy.for_source(s)}
+        for spec, v in self.validators.items():
             prep = getattr(v, "prepare", None)
-            if prep is not None:
+            if prep is not None and (used is None or spec in used):
                 prep(lake)
 
 
@@ -260,7 +263,7 @@ def route_round(
     routed_now = 0
     if new_meta.num_rows:
         plan = plan or Plan.build(policy or load_policy(), ValidationContext(lake=lake))
-        plan.prepare(lake)
+        plan.prepare(lake, set(pc.unique(new_meta.column("source")).to_pylist()))
         has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
         prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
         scanner = lake.dataset("episodes").scanner(filter=new_episodes_filter(round, routed), batch_size=chunk_size)

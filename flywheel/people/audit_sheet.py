@@ -163,4 +163,7 @@ def write_sheet(lake: Lake, s: AuditSample, out_dir: Path) -> Sheet:
         "episode_ids": ids,
     }  # fmt: skip
     p_meta.write_text(json.dumps(meta, indent=2))
+    from storage.pins import pin_version
+
+    pin_version(lake, "sft", s.pile_version, f"audit sample round {s.round} seed {s.seed}", str(out_dir.resolve()))
     return Sheet(p_html, p_csv, p_meta, len(episodes), n_shots, missing)

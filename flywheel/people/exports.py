@@ -285,6 +285,9 @@ def export(
     meta = {**lineage, "rows": rows.num_rows, "images": ctx.images, "missing_images": ctx.missing,
             "data_file": DATA_FILE, "sha256": digest}  # fmt: skip
     sidecar.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    from storage.pins import pin_version
+
+    pin_version(lake, table, v, f"export {kind}", str(out_dir.resolve()))  # `flywheel maintain` keeps this version
     return ExportResult(kind, out_dir, data_file, sidecar, table, v, rows.num_rows, ctx.images, ctx.missing)
 
 

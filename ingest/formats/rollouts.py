@@ -174,7 +174,10 @@ def check_attempt(d: Mapping[str, Any]) -> tuple[str, str] | None:
         if not isinstance(s.get("action"), str):
             kind = "missing_field" if s.get("action") is None else "wrong_type"
             return kind, f"step {i}: action must be a string"
-        lp = [s.get("logprob_sum")] + list(s.get("token_logprobs") or [])
+        tl = s.get("token_logprobs")
+        if tl is not None and not isinstance(tl, list | tuple):  # e.g. `true`: refused, not a crash (found by fuzzing)
+            return "wrong_type", f"step {i}: token_logprobs must be a list of numbers, got {type(tl).__name__}"
+        lp = [s.get("logprob_sum")] + list(tl or [])
         if any(isinstance(v, float) and not math.isfinite(v) for v in lp):
             return "nan_logprob", f"step {i}: log-probabilities must be finite numbers (NaN or infinity found)"
     return None

@@ -1,0 +1,119 @@
+"""Training benchmarks, each a ratio against a baseline measured in the same run.
+
+1. Throughput: the SFT loop (training/loop.py: masked loss with the LM head only on agent tokens, warmup+cosine,
+   clipping) in tokens/s against a bare PyTorch loop over the same model and the same batches (full logits,
+   masked cross-entropy, plain AdamW).
+2. Ablation on the same round: from one cold-start SFT checkpoint, SFT+RL against SFT alone (the same extra SFT
+   steps), held-out pass rate of each.
+
+BENCH_QUICK=1 shrinks both (a smoke run: the ablation's numbers then mean little).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+
+from bench.common import Figure, quick
+
+
+def _expert_items(policy, n_tasks: int, prompt_cfg):  # noqa: ANN001, ANN202
+    from sandbox.demonstrators import Expert
+    from sandbox.rollout import run_attempt, to_episode
+    from sandbox.tasks import training_tasks
+    from training.data import encode_all, episode_examples
+
+    rows = [to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in training_tasks(n_tasks, seed=4242)]
+    return encode_all(policy.tokenizer, [x for r in rows for x in episode_examples(r, prompt_cfg)], prompt_cfg)
+
+
+def _bare_loop(model, batches: list) -> float:  # noqa: ANN001
+    """The baseline: the plainest correct PyTorch loop over the same batches."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    t0 = time.perf_counter()
+    for b in batches:
+        logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1]
+        nll = F.cross_entropy(logits.transpose(1, 2), b.input_ids[:, 1:], reduction="none")
+        m = b.loss_mask[:, 1:]
+        loss = (nll * m).sum() / m.sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return time.perf_counter() - t0
+
+
+def throughput() -> Figure:
+    from training.data import batches as make_batches
+    from training.demo import DemoConfig
+    from training.loop import train_lm
+    from training.model import Policy
+    from training.pipeline import sandbox_texts
+
+    f = DemoConfig().flywheel
+    pol = Policy.create(sandbox_texts(200), f.model)
+    items = _expert_items(pol, 60 if quick() else 200, f.prompt)
+    steps = 4 if quick() else 20
+    bs = list(make_batches(items, 32, steps, pol.tokenizer.pad_token_id, seed=1))
+    tokens = sum(b.n_tokens for b in bs)
+    state = {k: v.clone() for k, v in pol.model.state_dict().items()}
+    base_s = _bare_loop(pol.model, bs)
+    pol.model.load_state_dict(state)
+    t0 = time.perf_counter()
+    train_lm(pol.model, iter(bs), steps, replace(f.sft.optim, bf16=False))
+    ours_fp32 = time.perf_counter() - t0
+    pol.model.load_state_dict(state)
+    t0 = time.perf_counter()
+    train_lm(pol.model, iter(bs), steps, replace(f.sft.optim, bf16=True))
+    ours_bf16 = time.perf_counter() - t0
+    best = min(ours_fp32, ours_bf16)
+    return Figure(
+        "SFT training throughput", tokens / best, tokens / base_s, "tok/s", target=1.0,
+        note=f"{pol.n_params / 1e6:.2f}M params, {steps} batches of 32; fp32 {tokens / ours_fp32:,.0f} tok/s, bf16 {tokens / ours_bf16:,.0f} tok/s",
+    )  # fmt: skip
+
+
+def ablation() -> list[Figure]:
+    """Same round, same starting checkpoint: SFT alone vs SFT + RL, held-out pass rate."""
+    from training.envs import heldout_tasks, training_tasks
+    from training.evaluate import evaluate
+    from training.model import Policy
+    from training.demo import DemoConfig
+    from training.pipeline import sandbox_texts
+    from training.rewards import verifier_reward
+    from training.rl import train_rl
+    from training.sft import train_sft
+
+    f = DemoConfig().flywheel
+    pol = Policy.create(sandbox_texts(200), f.model)
+    items = _expert_items(pol, 60 if quick() else 490, f.prompt)
+    cold = replace(f.cold_sft, steps=10 if quick() else f.cold_sft.steps, optim=replace(f.cold_sft.optim, bf16=True))
+    train_sft(pol, items, cold)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        pol.save(d)
+        a, b = Policy.load(d), Policy.load(d)
+    sft_cfg = replace(f.sft, steps=5 if quick() else f.sft.steps, optim=replace(f.sft.optim, bf16=True))
+    train_sft(a, items, sft_cfg)
+    train_sft(b, items, sft_cfg)
+    rl = replace(f.rl, tasks_per_iter=4 if quick() else f.rl.tasks_per_iter)
+    train_rl(b, lambda n, seed: training_tasks(n, 100_000 + seed), verifier_reward(), rl, f.prompt, f.max_new_tokens)
+    ho = heldout_tasks(1 if quick() else None)
+    ra, rb = evaluate(a, ho, f.eval, f.prompt), evaluate(b, ho, f.eval, f.prompt)
+    return [
+        Figure(
+            "held-out pass rate, SFT+RL vs SFT alone (same round)", rb.overall.rate, max(ra.overall.rate, 1e-9), "rate",
+            note=f"SFT alone {ra.overall.rate:.3f} [{ra.overall.lo:.3f}, {ra.overall.hi:.3f}], SFT+RL {rb.overall.rate:.3f} "
+                 f"[{rb.overall.lo:.3f}, {rb.overall.hi:.3f}], n={ra.overall.n}",
+        )  # fmt: skip
+    ]
+
+
+def run() -> list[Figure]:
+    return [throughput(), *ablation()]
+
+

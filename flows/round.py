@@ -1,0 +1,128 @@
+"""The `flywheel_round` Prefect flow: one round, stage by stage, one round at a time, resumable.
+
+Thin tasks over flows/stages.py. The flow holds the lake's round lock (storage/lock.py) for its whole run and
+writes the running stage into it, so a second start says which round and stage are running and since when.
+Training stages run in-process by default; with `train_deployment` set they run as their own deployment
+(`run_deployment`), so a data engineer can send them to a GPU work pool. Stages that only do lake I/O retry;
+training stages do not (a retry would train twice — a failed round is resumed instead).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+
+from flows.stages import TRAIN_STAGES, RoundConfig, RoundContext, RoundStateError, next_round, pending_stages, round_state, run_stage
+from flywheel.settings import get_settings
+from storage.lake import Lake
+from storage.lock import LakeLock
+
+_RETRIES = {"ingest": 2, "route": 2, "summary": 2}
+
+
+def _ctx(lake: str, round: int, landing: str | None, cfg: RoundConfig | None) -> RoundContext:
+    return RoundContext(Lake.open(lake), round, Path(landing or get_settings().landing), cfg or RoundConfig())
+
+
+@task(task_run_name="round {round}: {stage}")
+def stage_task(lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None) -> dict[str, Any]:
+    info = run_stage(_ctx(lake, round, landing, cfg), stage, Path(dashboard) if dashboard else None)
+    get_run_logger().info("round %s: %s done %s", round, stage, {k: v for k, v in info.items() if k != "markdown"})
+    return info
+
+
+@flow(name="train-stage")
+def train_stage(lake: str, round: int, stage: str, landing: str | None = None, cfg: RoundConfig | None = None) -> dict[str, Any]:
+    """One training stage of a round, as its own flow: the deployment a GPU work pool can pick up."""
+    if stage not in TRAIN_STAGES:
+        raise ValueError(f"{stage!r} is not a training stage ({', '.join(TRAIN_STAGES)})")
+    return run_stage(_ctx(lake, round, landing, cfg), stage)
+
+
+def _run_training_deployment(name: str, lake: str, round: int, stage: str, landing: str | None) -> dict[str, Any]:
+    from prefect.deployments import run_deployment
+
+    fr = run_deployment(name=name, parameters={"lake": lake, "round": round, "stage": stage, "landing": landing})
+    if not fr.state or not fr.state.is_completed():
+        raise RuntimeError(f"training deployment {name} ended {fr.state.name if fr.state else 'without a state'} in round {round} stage {stage}")
+    return fr.state.result()
+
+
+@flow(name="flywheel-round")
+def flywheel_round(
+    lake: str | None = None,
+    round: int | None = None,
+    resume: bool = False,
+    landing: str | None = None,
+    cfg: RoundConfig | None = None,
+    dashboard: str | None = None,
+    train_deployment: str | None = None,
+    config: str | None = None,
+) -> dict[str, Any]:
+    """Run round `round` (default: the next one), or with resume=True finish it from its first stage not done.
+
+    `cfg` (in-process callers) or `config` (a JSON/TOML file, for deployments) sizes the round's jobs.
+    """
+    from flows.stages import load_round_config
+
+    logger = get_run_logger()
+    lake = lake or get_settings().lake
+    cfg = cfg or load_round_config(config)
+    lk = Lake.open(lake, create=True)
+    lock = LakeLock(lk, "round", what="a round (starting)")
+    with lock:
+        r = _pick_round(lk, round, resume, cfg)
+        todo = pending_stages(lk, r, cfg)
+        logger.info("round %s: stages to run: %s", r, ", ".join(todo) or "none")
+        out: dict[str, Any] = {"round": r, "stages": {}}
+        for stage in todo:
+            lock.update(f"round {r} (stage {stage})")
+            if stage in TRAIN_STAGES and train_deployment:
+                info = _run_training_deployment(train_deployment, lake, r, stage, landing)
+            else:
+                t = stage_task.with_options(retries=_RETRIES.get(stage, 0), retry_delay_seconds=[2, 10])
+                info = t(lake, r, stage, landing, cfg, dashboard)
+            out["stages"][stage] = {k: v for k, v in info.items() if k != "markdown"}
+            if stage == "summary":
+                link = f"\n\nDashboard: file://{info['dashboard']}" if info.get("dashboard") else ""
+                create_markdown_artifact(info["markdown"] + link, key=f"flywheel-round-{r}", description=f"Flywheel round {r}")
+        return out
+
+
+def _pick_round(lk: Lake, round: int | None, resume: bool, cfg: RoundConfig) -> int:
+    if resume:
+        if round is None:
+            raise RoundStateError("resume needs a round: flywheel round resume R")
+        state = round_state(lk, round, cfg)
+        if state == "new" and round != next_round(lk, cfg):  # a crash before the first stage was recorded: start it
+            raise RoundStateError(f"round {round} has not started; use `flywheel round run --round {round}`")
+        if state == "done":
+            raise RoundStateError(f"round {round} is already finished; nothing to resume")
+        return round
+    if round is None:
+        return next_round(lk, cfg)
+    state = round_state(lk, round, cfg)
+    if state != "new":
+        hint = "nothing to do" if state == "done" else f"resume it with `flywheel round resume {round}`"
+        raise RoundStateError(f"round {round} has already {'finished' if state == 'done' else 'started'}; {hint}")
+    return round
+
+
+@flow(name="ingest-landing")
+def ingest_landing(lake: str | None = None, landing: str | None = None) -> dict[str, Any]:
+    """Ingest whatever is in the landing area now (all three sources) as the next round's new episodes.
+
+    Scheduled on a short interval in prefect.yaml, so uploads land between rounds; the round's own ingest stage
+    then finds nothing new. Idempotent like every ingest.
+    """
+    from flows.stages import intake_round, stage_ingest
+
+    lake = lake or get_settings().lake
+    lk = Lake.open(lake, create=True)
+    r = intake_round(lk, RoundConfig())
+    info = stage_ingest(RoundContext(lk, r, Path(landing or get_settings().landing), RoundConfig()))
+    get_run_logger().info("landing ingested as round %s: %s", r, info)
+    return {"round": r, **info}

@@ -1,0 +1,112 @@
+"""`flywheel demo`: the whole flywheel on the built-in sandbox, with a progress display and a closing rounds table."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from flywheel.commands.common import LakeOpt
+from flywheel.console import console
+
+
+MARKER = ".flywheel-demo"
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f}"
+
+
+def _cell(rate: float | None, lo: float | None, hi: float | None) -> str:
+    return "" if rate is None else f"{_pct(rate)} ({_pct(lo)}-{_pct(hi)})"
+
+
+def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
+    """One row per round: new-sample pass rate P(V=1|r) and held-out pass rate with 95% intervals, per level."""
+    levels = sorted({lv for r in rows for lv in r["eval_by_level"]})
+    t = Table(title="flywheel rounds (pass rates in %, 95% Wilson intervals)")
+    for col in ["round", "new", "P(V=1|r)", "held-out", "n", *[f"L{lv}" for lv in levels], "SFT", "CT"]:
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        t.add_row(
+            str(r["round"]), str(r["n_new"] or 0), _cell(r["pass_rate"], r["pass_rate_lo"], r["pass_rate_hi"]),
+            _cell(r["eval_pass_rate"], r["eval_pass_rate_lo"], r["eval_pass_rate_hi"]), str(r["eval_n"] or ""),
+            *[_pct(r["eval_by_level"].get(lv)) for lv in levels], str(r["sft_size"] or 0), str(r["ct_size"] or 0),
+        )  # fmt: skip
+    return t
+
+
+def demo(
+    rounds: Annotated[int, typer.Option("--rounds", "-n", min=1, help="Flywheel rounds after the cold start.")] = 3,
+    lake: LakeOpt = None,
+    fresh: Annotated[bool, typer.Option("--fresh/--resume", help="Start from an empty lake (default) or reuse it.")] = True,
+    quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes: a smoke test of every stage (nothing learns).")] = False,
+) -> None:
+    """Run the flywheel on the built-in sandbox: a cold start from demonstrator data through all three ingestion
+    paths (think-aloud bundles, interactive sessions, rollout files), then N rounds of rejection sampling ->
+    validate and route -> CT when due -> SFT -> RL -> held-out evaluation. Prints the rounds table at the end.
+
+    Example: flywheel demo --rounds 3 --lake ./lake-demo
+    """
+    import shutil
+
+    from flywheel.settings import get_settings
+    from training.demo import DemoConfig, landing_for, quick_config
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from pathlib import Path
+
+    lake_uri = lake or get_settings().lake
+    if fresh and "://" not in lake_uri and Path(lake_uri).exists():
+        if not (Path(lake_uri) / MARKER).is_file():  # never wipe a lake the demo did not create
+            raise ValueError(f"{lake_uri} exists and is not a demo lake; pick another --lake or use --resume")
+        for p in (lake_uri, str(landing_for(lake_uri))):
+            shutil.rmtree(p, ignore_errors=True)
+    if "://" not in lake_uri:
+        Path(lake_uri).mkdir(parents=True, exist_ok=True)
+        (Path(lake_uri) / MARKER).write_text("created by flywheel demo; --fresh may delete this folder\n")
+    from flows.demo import flywheel_demo
+
+    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console) as bar:  # fmt: skip
+        task = bar.add_task("round 0: cold start", total=None, info="")
+
+        def say(kind: str, info: dict[str, Any]) -> None:
+            r = info.get("round", 0)
+            if kind == "tick":
+                loss = f" loss {info['loss']:.3f}" if "loss" in info else ""
+                bar.update(task, description=f"round {r}: {info['stage']}", info=f"step {info.get('i', '')}{loss}".strip())
+            elif kind == "stage":
+                console.print(f"[bold]round {r}[/] {info['stage']}: {_summary(info['stage'], info['info'])}")
+            else:
+                bar.update(task, description=f"round 0: {info.get('what', kind)}", info="")
+
+        rows = flywheel_demo(lake_uri, rounds, quick_config() if quick else DemoConfig(), say)
+    console.print(rounds_rich_table(rows))
+    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {lake_uri}")
+
+
+def _summary(stage: str, info: Any) -> str:
+    if stage == "ingest":
+        return ", ".join(f"{k} {v}" for k, v in info.items())
+    if stage == "sample":
+        return f"{info['attempts']} attempts by {info['policy_version']}, {info['env_passed']} passed the env, {info['episodes_added']} landed"
+    if stage == "route":
+        return f"{info.get('n_new')} new, {info.get('n_pass')} to SFT, {info.get('n_fail')} to CT"
+    if stage == "train":
+        return "; ".join(f"{j['stage']} {j['steps']} steps loss {j['loss_first'] or 0:.3f}->{j['loss_last'] or 0:.3f} ({j['wall_s']:.0f}s)" for j in info)
+    if stage == "eval":
+        o = info["overall"]
+        lv = " ".join(f"L{k} {100 * v['rate']:.0f}" for k, v in info["by_level"].items())
+        return f"held-out {100 * o['rate']:.1f}% [{100 * o['lo']:.1f}, {100 * o['hi']:.1f}] n={o['n']} ({lv})"
+    return str(info)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)

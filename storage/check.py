@@ -1,0 +1,331 @@
+"""`flywheel check`: the lake's invariants, verified columnar (DuckDB over the Delta tables, PyArrow for media).
+
+The design's promises (DESIGN.md, "Invariants") are checked on the data as it is, not on counters kept by the code
+that wrote it, so a crash, a fault or a hand edit that broke one shows up here:
+
+- nothing duplicated: no key occurs twice in any table;
+- every routed episode in exactly one pile: no episode in both sft and ct, none in a pile without being in
+  episodes, none of a routed round (one with a `rounds` row) in neither pile;
+- counts that match `rounds`: n_new = n_pass + n_fail, n_pass / n_fail = the round's rows in sft / ct, n_new = the
+  round's episodes, and sft_size / ct_size between the piles' sizes up to that round and now;
+- everything referenced is present: every screenshot URI of every step, every training checkpoint, every data file
+  of each table's current version and of each pinned version (storage/pins.py).
+
+Each violated invariant is reported once with a count and a few example ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from schemas.tables import TABLES
+from storage.errors import LakeError
+from storage.lake import Lake
+
+#: How many example ids a violation lists.
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str  # a fixed code: duplicate_key, pile_overlap, unrouted, round_counts, media_missing, ...
+    table: str
+    count: int
+    message: str
+    examples: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        ex = f" (e.g. {', '.join(self.examples)})" if self.examples else ""
+        return f"{self.invariant} [{self.table}]: {self.count:,} {self.message}{ex}"
+
+
+@dataclass
+class CheckReport:
+    lake: str
+    violations: list[Violation] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)  # invariant codes that ran
+    stats: dict[str, int] = field(default_factory=dict)  # rows per table, objects referenced, ...
+    seconds: dict[str, float] = field(default_factory=dict)  # time per invariant group
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lake": self.lake,
+            "ok": self.ok,
+            "violations": [v.__dict__ | {"examples": list(v.examples)} for v in self.violations],
+            "checked": self.checked,
+            "stats": self.stats,
+            "seconds": self.seconds,
+        }
+
+
+def _rows(con: Any, sql: str) -> list[tuple]:
+    return con.sql(sql).fetchall()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# ------------------------------------------------------------------------------------------------ invariants
+def check_duplicates(lake: Lake, con: Any, report: CheckReport) -> None:
+    """No key twice in any table. Keys are hashed to 64 bits first (one narrow column, cheap at 10^8 rows); the
+    candidate duplicates are then confirmed on the full key, so a hash collision is never reported."""
+    for name, ts in TABLES.items():
+        n = report.stats[f"rows.{name}"]
+        if n < 2:
+            continue
+        key = ", ".join(_q(k) for k in ts.key)
+        cand = _rows(con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {_q(name)}) GROUP BY h HAVING count(*) > 1 LIMIT 100000")
+        if not cand:
+            continue
+        hs = ", ".join(str(h) for (h,) in cand)
+        label = " || '/' || ".join(f"CAST({_q(k)} AS VARCHAR)" for k in ts.key)
+        dups = _rows(
+            con,
+            f"SELECT {label} AS k, count(*) AS n FROM {_q(name)} WHERE hash({key}) IN ({hs}) GROUP BY ALL HAVING count(*) > 1 ORDER BY k",
+        )
+        if dups:
+            extra = sum(int(c) - 1 for _, c in dups)
+            report.violations.append(
+                Violation("duplicate_key", name, len(dups), f"key(s) occur more than once ({extra:,} extra row(s))", tuple(str(k) for k, _ in dups[:EXAMPLES]))
+            )
+    report.checked.append("duplicate_key")
+
+
+def _violation_from(con: Any, code: str, table: str, sql: str, message: str) -> Violation | None:
+    """Run `sql` (one column of ids) as a count plus examples; a Violation when it returns any row."""
+    n = _rows(con, f"SELECT count(*) FROM ({sql})")[0][0]
+    if not n:
+        return None
+    ex = _rows(con, f"SELECT * FROM ({sql}) ORDER BY 1 LIMIT {EXAMPLES}")
+    return Violation(code, table, int(n), message, tuple(str(r[0]) for r in ex))
+
+
+def check_piles(lake: Lake, con: Any, report: CheckReport) -> None:
+    """Every routed episode in exactly one pile, every pile row an episode, every episode of a routed round routed."""
+    found = [
+        _violation_from(con, "pile_overlap", "sft+ct", "SELECT episode_id FROM sft INTERSECT SELECT episode_id FROM ct",
+                        "episode(s) in both the SFT and the CT pile"),
+        _violation_from(con, "pile_orphan", "sft", "SELECT episode_id FROM sft EXCEPT SELECT episode_id FROM episodes",
+                        "SFT row(s) whose episode is not in the episodes table"),
+        _violation_from(con, "pile_orphan", "ct", "SELECT episode_id FROM ct EXCEPT SELECT episode_id FROM episodes",
+                        "CT row(s) whose episode is not in the episodes table"),
+        _violation_from(
+            con, "unrouted", "episodes",
+            "SELECT episode_id FROM episodes WHERE round IN (SELECT round FROM rounds WHERE n_new IS NOT NULL) "
+            "EXCEPT SELECT episode_id FROM sft EXCEPT SELECT episode_id FROM ct",
+            "episode(s) of a routed round in neither pile (run `flywheel route --round R` again)",
+        ),
+    ]  # fmt: skip
+    report.violations += [v for v in found if v]
+    report.checked += ["pile_overlap", "pile_orphan", "unrouted"]
+
+
+def check_rounds(lake: Lake, con: Any, report: CheckReport) -> None:
+    """The `rounds` bookkeeping agrees with the tables it summarises."""
+    rows = _rows(
+        con,
+        """
+        WITH e AS (SELECT round, count(*) AS n FROM episodes GROUP BY round),
+             s AS (SELECT round_routed AS round, count(*) AS n FROM sft GROUP BY round_routed),
+             c AS (SELECT round_routed AS round, count(*) AS n FROM ct GROUP BY round_routed),
+             cum AS (SELECT r.round,
+                            (SELECT count(*) FROM sft WHERE round_routed <= r.round) AS sft_upto,
+                            (SELECT count(*) FROM ct WHERE round_routed <= r.round) AS ct_upto
+                     FROM rounds r WHERE r.n_new IS NOT NULL)
+        SELECT r.round, r.n_new, r.n_pass, r.n_fail, coalesce(e.n, 0), coalesce(s.n, 0), coalesce(c.n, 0),
+               r.sft_size, r.ct_size, cum.sft_upto, cum.ct_upto
+        FROM rounds r LEFT JOIN e USING (round) LEFT JOIN s USING (round) LEFT JOIN c USING (round)
+             LEFT JOIN cum USING (round)
+        WHERE r.n_new IS NOT NULL
+        ORDER BY r.round
+        """,
+    )
+    sft_total, ct_total = report.stats["rows.sft"], report.stats["rows.ct"]
+    counts: list[str] = []
+    sizes: list[str] = []
+    for rnd, n_new, n_pass, n_fail, n_eps, n_sft, n_ct, sft_size, ct_size, sft_upto, ct_upto in rows:
+        bad = []
+        if n_pass is None or n_fail is None or n_new != n_pass + n_fail:
+            bad.append(f"n_new={n_new} != n_pass={n_pass} + n_fail={n_fail}")
+        if n_pass != n_sft:
+            bad.append(f"n_pass={n_pass} but sft has {n_sft}")
+        if n_fail != n_ct:
+            bad.append(f"n_fail={n_fail} but ct has {n_ct}")
+        if n_new != n_eps:
+            bad.append(f"n_new={n_new} but episodes has {n_eps}")
+        if bad:
+            counts.append(f"round {rnd}: " + ", ".join(bad))
+        for pile, size, upto, total in (("sft", sft_size, sft_upto, sft_total), ("ct", ct_size, ct_upto, ct_total)):
+            if size is None or not upto <= size <= total:
+                sizes.append(f"round {rnd}: {pile}_size={size} outside [{upto}, {total}]")
+    if counts:
+        report.violations.append(Violation("round_counts", "rounds", len(counts), "round(s) whose counts disagree with the tables", tuple(counts[:EXAMPLES])))
+    if sizes:
+        report.violations.append(Violation("pile_size", "rounds", len(sizes), "pile size(s) outside what the piles allow", tuple(sizes[:EXAMPLES])))
+    report.stats["rounds.routed"] = len(rows)
+    report.checked += ["round_counts", "pile_size"]
+
+
+def _leaf_path(schema: pq.ParquetSchema, top: str, leaf: str) -> str | None:
+    for i in range(len(schema)):
+        p = schema.column(i).path
+        if p.startswith(top + ".") and p.endswith("." + leaf):
+            return p
+    return None
+
+
+def referenced_screenshots(lake: Lake, table: str = "episodes", batch_rows: int = 65_536) -> pa.Array:
+    """Distinct screenshot URIs of every step of `table`, reading only that leaf column of each data file."""
+    d = lake.dataset(table)
+    seen: list[pa.Array] = []
+    for f in d.files:
+        pf = pq.ParquetFile(f, filesystem=d.filesystem)
+        path = _leaf_path(pf.schema, "steps", "screenshot_uri")
+        if path is None:
+            continue
+        for b in pf.iter_batches(batch_size=batch_rows, columns=[path]):
+            uris = pc.list_flatten(b.column(0)).field("screenshot_uri")
+            seen.append(pc.unique(uris.drop_null()))
+        if len(seen) > 64:  # keep memory bounded: fold as we go
+            seen = [pc.unique(pa.concat_arrays(seen))]
+    if not seen:
+        return pa.array([], pa.string())
+    return pc.unique(pa.concat_arrays(seen))
+
+
+def _present(lake: Lake, uris: Iterable[str], listing: Callable[[], set[str]]) -> tuple[list[str], int]:
+    """(missing URIs, URIs outside the lake not checked): lake URIs are looked up in one listing of objects/."""
+    root = lake.uri.join()
+    missing, outside = [], 0
+    have: set[str] | None = None
+    for u in uris:
+        if not u.startswith(root):
+            outside += 1
+            continue
+        if have is None:
+            have = listing()
+        if u[len(root) :].lstrip("/") not in have:
+            missing.append(u)
+    return missing, outside
+
+
+def check_media(lake: Lake, con: Any, report: CheckReport) -> None:
+    """Every screenshot of every step and every checkpoint of every training run is in the object store."""
+    cache: dict[str, set[str]] = {}
+
+    def listing() -> set[str]:
+        if "objects" not in cache:
+            cache["objects"] = set(lake.objects.list("objects/"))
+        return cache["objects"]
+
+    shots = referenced_screenshots(lake).to_pylist()
+    missing, outside = _present(lake, shots, listing)
+    report.stats["media.screenshots_referenced"] = len(shots)
+    report.stats["media.screenshots_outside_lake"] = outside
+    if missing:
+        report.violations.append(
+            Violation("media_missing", "episodes", len(missing), "screenshot object(s) referenced by steps but missing", tuple(sorted(missing)[:EXAMPLES]))
+        )
+    ckpts = [r[0] for r in _rows(con, "SELECT DISTINCT c FROM (SELECT output_checkpoint AS c FROM training_runs UNION ALL "
+                                      "SELECT base_checkpoint FROM training_runs) WHERE c IS NOT NULL")]  # fmt: skip
+    missing, _ = _present(lake, ckpts, listing)
+    report.stats["media.checkpoints_referenced"] = len(ckpts)
+    if missing:
+        report.violations.append(
+            Violation("checkpoint_missing", "training_runs", len(missing), "checkpoint object(s) missing", tuple(sorted(missing)[:EXAMPLES]))
+        )
+    report.checked += ["media_missing", "checkpoint_missing"]
+
+
+def _table_files(lake: Lake, name: str) -> set[str]:
+    """Data files present in a table's folder (relative names, as the Delta log writes them)."""
+    prefix = f"tables/{name}/"
+    return {rel[len(prefix) :] for rel in lake.objects.list(prefix) if "/_delta_log/" not in "/" + rel[len(prefix) :]}
+
+
+def check_table_files(lake: Lake, report: CheckReport, pins: dict[str, set[int]]) -> None:
+    """Every data file of each table's current version, and of every pinned version, exists (vacuum kept it)."""
+    from urllib.parse import unquote
+
+    missing: list[str] = []
+    unreadable: list[str] = []
+    for name in TABLES:
+        versions = sorted({None, *pins.get(name, set())}, key=lambda v: -1 if v is None else v)
+        present: set[str] | None = None
+        for v in versions:
+            try:
+                dt = lake.delta(name, v)
+            except LakeError as e:
+                unreadable.append(f"{name}@{v}: {str(e)[:120]}")
+                continue
+            adds = dt.get_add_actions(flatten=True).column("path").to_pylist()
+            if not adds:
+                continue
+            if present is None:
+                present = _table_files(lake, name)
+            gone = [p for p in adds if p not in present and unquote(p) not in present]
+            missing += [f"{name}@{'latest' if v is None else v}: {p}" for p in gone]
+    if missing:
+        report.violations.append(Violation("data_file_missing", "tables", len(missing), "data file(s) of a current or pinned version are missing", tuple(missing[:EXAMPLES])))
+    if unreadable:
+        report.violations.append(Violation("pin_unreadable", "tables", len(unreadable), "pinned version(s) cannot be loaded", tuple(unreadable[:EXAMPLES])))
+    report.stats["pins"] = sum(len(v) for v in pins.values())
+    report.checked += ["data_file_missing", "pin_unreadable"]
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None] | None = None) -> CheckReport:
+    """Run every invariant over the lake; never raises for a violation (they are in the report)."""
+    from storage.pins import pinned_versions
+
+    import duckdb
+
+    say = progress or (lambda what: None)
+    report = CheckReport(str(lake.uri))
+    unreadable = []
+    for name in TABLES:
+        try:
+            report.stats[f"rows.{name}"] = lake.count(name)
+        except (OSError, LakeError) as e:  # e.g. a data file deleted by hand: reported below, not a crash
+            report.stats[f"rows.{name}"] = 0
+            unreadable.append(f"{name}: {_one_line(e)}")
+    if unreadable:
+        report.violations.append(Violation("table_unreadable", "tables", len(unreadable), "table(s) cannot be read", tuple(unreadable[:EXAMPLES])))
+    con = lake.duckdb(tables=list(TABLES))
+    con.execute("SET enable_external_access = false")
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("table files and pins", lambda: check_table_files(lake, report, pinned_versions(lake))),
+        ("duplicate keys", lambda: check_duplicates(lake, con, report)),
+        ("piles", lambda: check_piles(lake, con, report)),
+        ("rounds", lambda: check_rounds(lake, con, report)),
+    ]
+    if media:
+        steps.append(("media", lambda: check_media(lake, con, report)))
+    for what, fn in steps:
+        say(what)
+        t0 = time.perf_counter()
+        try:
+            fn()
+        except (OSError, LakeError, duckdb.Error) as e:  # a table that cannot be read: one more finding
+            report.violations.append(Violation("check_failed", what, 1, f"could not check {what}", (_one_line(e),)))
+        report.seconds[what] = round(time.perf_counter() - t0, 3)
+    con.close()
+    return report
+
+
+def _one_line(e: BaseException) -> str:
+    import re
+
+    return " ".join(re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(e)).split())[:240]

@@ -1,0 +1,278 @@
+"""Fuzz targets shared by tests/hostile/test_fuzz.py (short, derandomized, in CI) and bench/bench_fuzz.py (minutes).
+
+Each target feeds one reader a hostile input built by mutating a valid one, and checks the contract every reader
+has: it returns (episodes and/or quarantine records with a code and a message) and never raises, except the action
+parser, whose contract is ActionError (a ValueError) for anything it cannot read. A quarantine with the catch-all
+code `internal_error` counts as a crash: it means an unforeseen exception inside our code.
+
+Mutations are JSON-aware (delete a key, replace a value by one of another type, huge numbers, NaN, deep nesting,
+odd unicode) and byte-level (flip, insert, truncate, invalid UTF-8), applied to valid seeds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+# --------------------------------------------------------------------------------------------- strategies
+WEIRD_TEXT = st.sampled_from(["", " ", "\x00", "\u202e", "..", "../../etc/passwd", "/etc/passwd", "C:\\x", "💥" * 50,
+                              "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"), "a" * 10_000,
+                              "click(point='<point>1 2</point>')", "NaN", "-0", "1e309", "\\", "'", '"', "<point>"])  # fmt: skip
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40), WEIRD_TEXT,
+)  # fmt: skip
+JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+
+
+def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+@st.composite
+def mutated_json(draw: Any, doc: Any, max_mutations: int = 3) -> Any:
+    """A copy of `doc` with 1..max_mutations edits at random places: delete, replace, retype, wrap, deepen."""
+    doc = json.loads(json.dumps(doc))
+    for _ in range(draw(st.integers(1, max_mutations))):
+        paths = _paths(doc)
+        path = draw(st.sampled_from(paths))
+        op = draw(st.sampled_from(["replace", "delete", "wrap", "deep", "add"]))
+        if not path:
+            if op == "replace":
+                doc = draw(JSON_VALUE)
+            continue
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        key = path[-1]
+        if op == "delete":
+            del parent[key]
+        elif op == "replace":
+            parent[key] = draw(JSON_VALUE)
+        elif op == "wrap":
+            parent[key] = [parent[key]]
+        elif op == "deep":
+            v: Any = parent[key]
+            for _ in range(draw(st.integers(50, 400))):
+                v = [v]
+            parent[key] = v
+        elif op == "add" and isinstance(parent[key], dict):
+            parent[key][draw(st.text(max_size=10))] = draw(JSON_VALUE)
+    return doc
+
+
+@st.composite
+def mutated_bytes(draw: Any, data: bytes, max_edits: int = 4) -> bytes:
+    b = bytearray(data)
+    for _ in range(draw(st.integers(1, max_edits))):
+        op = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "garbage"]))
+        i = draw(st.integers(0, max(len(b) - 1, 0)))
+        if op == "flip" and b:
+            b[i] ^= 1 << draw(st.integers(0, 7))
+        elif op == "insert":
+            b[i:i] = draw(st.sampled_from([b"\n", b"\x00", b"\xff\xfe", b'"', b"{", b"]", b"\\u0000", b"\xc3"]))
+        elif op == "delete" and b:
+            del b[i : i + draw(st.integers(1, 64))]
+        elif op == "truncate":
+            del b[i:]
+        elif op == "garbage":
+            b[i:i] = draw(st.binary(max_size=32))
+    return bytes(b)
+
+
+# --------------------------------------------------------------------------------------------- seeds
+VALID_ACTIONS = [
+    "click(point='<point>10 20</point>')", "left_double(point='<point>0 0</point>')",
+    "right_single(point='<point>5 7</point>')", "drag(start_point='<point>1 2</point>', end_point='<point>3 4</point>')",
+    "hotkey(key='ctrl c')", "type(content='hello \\'world\\'\\n')", "scroll(point='<point>9 9</point>', direction='down')",
+    "wait()", "finished(content='done')", "press_home()", "press_back()",
+]  # fmt: skip
+
+
+def rollout_line(i: int = 0) -> dict[str, Any]:
+    return {"task_id": f"t{i}", "group_id": "g", "attempt": i, "policy_version": "p", "instruction": "do it",
+            "screen_width": 100, "screen_height": 80, "reward": 1.0, "passed": True, "termination": "finished",
+            "steps": [{"thought": "a", "action": "click(point='<point>1 2</point>')", "logprob_sum": -1.0, "token_logprobs": [-0.5, -0.5]},
+                      {"thought": "b", "action": "finished(content='ok')"}]}  # fmt: skip
+
+
+def annotation_doc() -> dict[str, Any]:
+    return {"format": "flywheel.annotation/1", "session_id": "s-1", "annotator": "alice", "group": "expert",
+            "episodes": [{"task_id": "t1", "instruction": "Copy the text", "screen_width": 100, "screen_height": 80,
+                          "steps": [{"proposals": [{"thought": "Open File.", "action": "click(point='<point>5 5</point>')", "model_version": "m"}],
+                                     "decision": "overridden", "override": {"thought": "Edit, not File.", "action": "click(point='<point>40 5</point>')"}},
+                                    {"proposals": [{"thought": "Done.", "action": "finished(content='ok')", "model_version": "m"}],
+                                     "decision": "accepted", "accepted_index": 0}]}]}  # fmt: skip
+
+
+def _png(color: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 20), (color, 40, 90)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def bundle_parts() -> dict[str, Any]:
+    """A valid transcript-only think-aloud bundle (no ASR), as parts: manifest, event lines, transcript, screenshots."""
+    events = [{"t": 1.0, "type": "mouse_down", "x": 10, "y": 10, "button": "left"}, {"t": 1.1, "type": "mouse_up", "x": 10, "y": 10, "button": "left"},
+              {"t": 2.0, "type": "key_down", "key": "h"}, {"t": 2.05, "type": "key_up", "key": "h"},
+              {"t": 2.1, "type": "key_down", "key": "i"}, {"t": 2.15, "type": "key_up", "key": "i"},
+              {"t": 3.0, "type": "wheel", "x": 20, "y": 20, "dx": 0, "dy": -1}]  # fmt: skip
+    manifest = {"format": "flywheel.think-aloud/1", "session_id": "fuzz-0001", "instruction": "Type hi", "screen_width": 64,
+                "screen_height": 40, "annotator_id": "ann", "group": "novice", "events": "events.jsonl",
+                "transcript": "transcript.jsonl", "screenshots": [{"t": 0.5, "file": "screenshots/0000.png"}, {"t": 1.5, "file": "screenshots/0001.png"}]}  # fmt: skip
+    transcript = [{"t_start": 0.2, "t_end": 0.9, "text": "I click the box."}, {"t_start": 1.3, "t_end": 1.9, "text": "Now I type hi."}]
+    return {"manifest": manifest, "events": events, "transcript": transcript, "shots": {"screenshots/0000.png": _png(10), "screenshots/0001.png": _png(200)}}
+
+
+def write_parts(folder: Path, parts: dict[str, Any], raw: dict[str, bytes] | None = None) -> Path:
+    """Write a bundle folder from parts; `raw` overrides a file's bytes (name -> bytes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    def lines(v: Any) -> bytes:  # a mutation may have turned the list of lines into anything
+        return ("".join(json.dumps(e) + "\n" for e in v) if isinstance(v, list) else json.dumps(v)).encode()
+
+    files = {
+        "manifest.json": json.dumps(parts["manifest"]).encode(),
+        "events.jsonl": lines(parts["events"]),
+        "transcript.jsonl": lines(parts["transcript"]),
+        **parts["shots"],
+        **(raw or {}),
+    }
+    for name, data in files.items():
+        p = folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return folder
+
+
+def zip_folder(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                z.write(p, p.relative_to(folder).as_posix())
+    return buf.getvalue()
+
+
+PARTS = bundle_parts()
+
+
+@st.composite
+def hostile_bundle(draw):  # noqa: ANN001, ANN201
+    """A valid bundle with one part mutated: manifest, events, transcript, a screenshot, raw event bytes, or the zip."""
+    parts = json.loads(json.dumps({k: v for k, v in PARTS.items() if k != "shots"}))
+    parts["shots"] = dict(PARTS["shots"])
+    raw: dict[str, bytes] = {}
+    where = draw(st.sampled_from(["manifest", "events", "transcript", "shot", "events_bytes", "zip"]))
+    if where == "manifest":
+        parts["manifest"] = draw(mutated_json(parts["manifest"]))
+    elif where == "events":
+        parts["events"] = draw(mutated_json(parts["events"]))
+    elif where == "transcript":
+        parts["transcript"] = draw(mutated_json(parts["transcript"]))
+    elif where == "shot":
+        raw["screenshots/0001.png"] = draw(mutated_bytes(PARTS["shots"]["screenshots/0001.png"]))
+    elif where == "events_bytes":
+        raw["events.jsonl"] = draw(mutated_bytes("".join(json.dumps(e) + "\n" for e in PARTS["events"]).encode()))
+    return parts, raw, where
+
+
+# --------------------------------------------------------------------------------------------- targets
+class Crash(AssertionError):
+    """A reader broke its contract on a hostile input."""
+
+
+def target_action(s: str) -> None:
+    from schemas.actions import ActionError, format_action, parse_action
+
+    try:
+        a = parse_action(s)
+    except ActionError:
+        return
+    except Exception as e:  # noqa: BLE001
+        raise Crash(f"parse_action({s[:200]!r}) raised {type(e).__name__}: {e}") from e
+    again = parse_action(format_action(a))
+    if again != a:
+        raise Crash(f"round trip changed {s[:200]!r}: {a} -> {again}")
+
+
+def _check_quarantine(items: list[Any], what: str) -> None:
+    for q in items:
+        if not q.error_type or not q.error:
+            raise Crash(f"{what}: quarantine record without a reason: {q}")
+        if q.error_type == "internal_error":
+            raise Crash(f"{what}: unforeseen exception inside the reader: {q.error}")
+
+
+def target_rollout_block(data: bytes) -> tuple[int, int]:
+    """parse_block + convert on hostile JSONL; every non-blank line is an episode or quarantined."""
+    import numpy as np
+
+    from ingest.rollouts import convert, parse_block
+
+    try:
+        t, lines, bad = parse_block(data, 1, "fuzz.jsonl")
+        conv = convert(t, lines, landed_uri="fuzz.jsonl")
+    except Exception as e:  # noqa: BLE001
+        raise Crash(f"rollout reader raised {type(e).__name__}: {str(e)[:300]}") from e
+    _check_quarantine(bad + conv.quarantined, "rollouts")
+    rows = [ln.strip() for ln in data.split(b"\n") if ln.strip()]
+    seen = {q.locator for q in bad + conv.quarantined} | {f"line {int(n)}" for n in np.asarray(lines)}
+    one_per_line = all(r.startswith(b"{") and r.endswith(b"}") for r in rows)  # else an object may span lines
+    nonblank = len(rows) if one_per_line else min(len(rows), 1)
+    if len(seen) < nonblank:
+        raise Crash(f"rollouts: {nonblank} non-blank line(s) but only {len(seen)} accounted for (episode or quarantine)")
+    return conv.episodes.num_rows, len(bad) + len(conv.quarantined)
+
+
+def target_annotation(data: bytes, workdir: Path) -> tuple[int, int]:
+    from ingest.annotations import read_session
+
+    p = workdir / "session.json"
+    p.write_bytes(data)
+    try:
+        s = read_session(p, round=0)
+    except Exception as e:  # noqa: BLE001
+        raise Crash(f"annotation reader raised {type(e).__name__}: {str(e)[:300]}") from e
+    _check_quarantine(s.quarantined, "annotations")
+    if not s.episodes and not s.quarantined and s.session.get("n_episodes") != 0:
+        raise Crash("annotations: neither an episode, a quarantine record nor an empty session")
+    return len(s.episodes), len(s.quarantined)
+
+
+def target_bundle(lake: Any, parts: dict[str, Any], raw: dict[str, bytes] | None, as_zip: bytes | None, workdir: Path) -> str:
+    """process_input on a hostile bundle folder (or zip bytes): an episode or quarantine, never an exception."""
+    from ingest.think_aloud import IngestOptions, process_input
+
+    d = Path(tempfile.mkdtemp(dir=workdir))
+    try:
+        if as_zip is not None:
+            path = d / "bundle.zip"
+            path.write_bytes(as_zip)
+        else:
+            path = write_parts(d / "bundle", parts, raw)
+        try:
+            o = process_input(path, lake, round=0, opts=IngestOptions(salt="fuzz"))
+        except Exception as e:  # noqa: BLE001
+            raise Crash(f"process_input raised {type(e).__name__}: {str(e)[:300]}") from e
+        _check_quarantine(o.quarantined, "think-aloud")
+        if not o.episodes and not o.quarantined and not o.timings.get("skipped"):
+            raise Crash("think-aloud: neither an episode nor a quarantine record")
+        return o.quarantined[0].error_type if o.quarantined else "ok"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

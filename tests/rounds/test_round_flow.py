@@ -1,0 +1,162 @@
+"""Rounds on Prefect: resume after kill -9 in every stage, one round at a time, and a served deployment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.rounds.conftest import FLYWHEEL, REPO
+from tests.rounds.helpers import write_config, write_landing
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rounds")]
+
+ROUND1_STAGES = ["ingest", "route", "ct", "sft", "rl", "sample", "evaluate", "summary"]
+
+
+def _setup(tmp: Path, name: str) -> tuple[Path, Path, Path]:
+    """A lake, a landing area with demonstrator data (deterministic: the same files for every lake) and a tiny
+    config."""
+    from storage import Lake
+
+    lake, landing, cfg = tmp / f"{name}-lake", tmp / f"{name}-landing", tmp / "round.json"
+    write_landing(Lake.open(lake, create=True), landing)
+    if not cfg.exists():
+        write_config(cfg, ct_every=1)
+    return lake, landing, cfg
+
+
+def _cmd(env: dict[str, str], lake: Path, landing: Path, cfg: Path, *args: str) -> list[str]:
+    return [FLYWHEEL, "round", *args, "--lake", str(lake), "--landing", str(landing), "--config", str(cfg)]
+
+
+def _run(env: dict[str, str], argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _lake_state(lake: Path) -> dict:
+    from storage import Lake
+
+    lk = Lake.open(lake)
+    rounds = {r["round"]: (r["n_new"], r["n_pass"], r["n_fail"], r["sft_size"], r["ct_size"]) for r in lk.read("rounds").to_pylist()}
+    return {
+        "sft": sorted(lk.read("sft", columns=["episode_id"]).column(0).to_pylist()),
+        "ct": sorted(lk.read("ct", columns=["episode_id"]).column(0).to_pylist()),
+        "episodes": sorted(zip(*[lk.read("episodes", columns=["episode_id", "round"]).column(i).to_pylist() for i in (0, 1)])),
+        "rounds": rounds,
+    }
+
+
+def _kill_in_stage(env: dict[str, str], argv: list[str], lake: Path, stage: str, timeout: float = 600) -> str:
+    """Start a round command and kill -9 it as soon as the lock says it runs `stage`; return what the lock said."""
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    lock = lake / "locks" / "round.json"
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen = json.loads(lock.read_text())["what"]
+        except (FileNotFoundError, ValueError, KeyError):
+            seen = ""
+        if f"(stage {stage})" in seen:
+            time.sleep(0.2)  # into the stage, not only at its start
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return seen
+        time.sleep(0.05)
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.kill()
+    raise AssertionError(f"never saw stage {stage} running (last: {seen!r}; exit {proc.returncode}): {err[-1500:]}")
+
+
+def test_kill_9_in_every_stage_then_resume_equals_uninterrupted_run(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
+    env = flywheel_env
+    # the uninterrupted reference: rounds 0 and 1
+    ref_lake, ref_landing, cfg = _setup(tmp_path, "ref")
+    for _ in range(2):
+        r = _run(env, _cmd(env, ref_lake, ref_landing, cfg, "run"))
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    # the same two rounds, round 1 killed with -9 in each stage in turn and resumed
+    lake, landing, _ = _setup(tmp_path, "faulty")
+    r = _run(env, _cmd(env, lake, landing, cfg, "run"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    killed = []
+    for i, stage in enumerate(ROUND1_STAGES):
+        argv = _cmd(env, lake, landing, cfg, "run") if i == 0 else _cmd(env, lake, landing, cfg, "resume", "1")
+        killed.append(_kill_in_stage(env, argv, lake, stage))
+    assert [k.split("stage ")[1].rstrip(")") for k in killed] == ROUND1_STAGES
+    r = _run(env, _cmd(env, lake, landing, cfg, "resume", "1"))
+    # a kill that lands after the last stage's work (the lock still held) leaves nothing to resume
+    assert r.returncode == 0 or "already finished" in r.stderr, r.stderr[-3000:]
+
+    got, want = _lake_state(lake), _lake_state(ref_lake)
+    assert got["sft"] == want["sft"] and got["ct"] == want["ct"]
+    assert got["episodes"] == want["episodes"]
+    assert got["rounds"] == want["rounds"]
+    # and the lake's own invariants hold
+    chk = subprocess.run([FLYWHEEL, "check", "--lake", str(lake)], env=env, cwd=REPO, capture_output=True, text=True)
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+def test_two_rounds_started_together_one_runs_the_other_refuses(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
+    env = flywheel_env
+    lake, landing, cfg = _setup(tmp_path, "twice")
+    argv = _cmd(env, lake, landing, cfg, "run")
+    a = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outs = [p.communicate(timeout=600) for p in (a, b)]
+    codes = sorted([a.returncode, b.returncode])
+    assert codes == [0, 1], outs
+    loser = outs[[a.returncode, b.returncode].index(1)]
+    assert "is running (held by" in loser[1] and "since" in loser[1], loser
+    assert len(loser[1].strip().splitlines()) == 1, loser[1]  # one line, no traceback
+    st = _lake_state(lake)
+    assert not set(st["sft"]) & set(st["ct"])
+    assert len(st["sft"]) == len(set(st["sft"])) and st["rounds"][0][0] == st["rounds"][0][1] + st["rounds"][0][2]
+
+
+def test_served_deployment_runs_a_round_when_triggered(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
+    env = {**flywheel_env}
+    lake, landing, cfg = _setup(tmp_path, "served")
+    env.update(FLYWHEEL_LAKE=str(lake), FLYWHEEL_LANDING=str(landing))
+    serve = subprocess.Popen([FLYWHEEL, "serve", "--only", "nightly"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        prefect = str(Path(FLYWHEEL).with_name("prefect"))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            r = subprocess.run([prefect, "deployment", "ls"], env=env, capture_output=True, text=True)
+            if "nightly" in r.stdout:
+                break
+            assert serve.poll() is None, serve.stdout.read() if serve.stdout else ""
+            time.sleep(1)
+        r = subprocess.run([prefect, "deployment", "run", "flywheel-round/nightly", "--param", f"config={cfg}",
+                            "--param", f"dashboard={tmp_path / 'dash.html'}"], env=env, capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        from storage import Lake
+
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            rows = Lake.open(lake).read("rounds").to_pylist()
+            st = json.loads(rows[0]["stage_status"]) if rows and rows[0]["stage_status"] else {}
+            if st.get("summary", {}).get("status") == "done":
+                break
+            assert all(v.get("status") != "failed" for v in st.values()), st
+            time.sleep(2)
+        else:
+            raise AssertionError("the served round did not finish in 600 s")
+        assert (tmp_path / "dash.html").is_file()
+        assert rows[0]["n_new"] > 0 and rows[0]["eval_n"] > 0
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        try:
+            serve.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)

@@ -1,0 +1,83 @@
+"""The external-command backend, rejection sampling through the rollout ingestion path, and evaluation rows."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pyarrow.compute as pc
+import pytest
+import torch
+
+from tests.training.fakes import tasks
+from tests.training.test_jobs import _pile, _weights
+from training.backend import CommandBackend
+from training.checkpoints import fetch, publish
+from training.config import EvalConfig, SamplingConfig
+from training.evaluate import evaluate, record_eval
+from training.sampling import rejection_sample
+
+#: A stand-in external trainer: reads the exported pile and the base folder, writes a changed checkpoint.
+TRAINER = (
+    "import json,sys,torch,pathlib;"
+    "from transformers import AutoModelForCausalLM, AutoTokenizer;"
+    "pile,base,out=sys.argv[1:4];"
+    "rows=[json.loads(l) for l in open(pile)];"
+    "assert rows and all(set(r)=={'prompt','completion'} for r in rows);"
+    "m=AutoModelForCausalLM.from_pretrained(base);"
+    "torch.nn.init.normal_(m.get_output_embeddings().weight);"
+    "m.save_pretrained(out);AutoTokenizer.from_pretrained(base).save_pretrained(out);"
+    "print('trained on',len(rows))"
+)
+
+
+def test_command_backend_records_its_checkpoint_like_a_builtin_job(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+    _pile(lake, "sft", 6)
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER.replace(";", "\n"))
+    base = publish(lake, tiny_policy)
+    be = CommandBackend(f"{sys.executable} {script} {{pile}} {{base}} {{out}}")
+    res, pol = be.run(lake, "sft", 2, base)
+    row = lake.read("training_runs").to_pylist()[0]
+    assert row["backend"] == be.name and row["base_checkpoint"] == base and row["output_checkpoint"] == res.output_checkpoint
+    assert row["pile_version"] == lake.version("sft") and row["samples"] > 0
+    assert "trained on" in json.loads(row["metrics"])["stdout_tail"]
+    assert not torch.equal(_weights(fetch(lake, base).model), _weights(pol.model))
+
+
+def test_command_backend_errors_are_one_line(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+    _pile(lake, "sft", 2)
+    with pytest.raises(ValueError, match="exited with 3"):
+        CommandBackend(f"{sys.executable} -c 'import sys; sys.exit(3)'").run(lake, "sft", 1, tiny_policy)
+    with pytest.raises(ValueError, match="not a model folder"):
+        CommandBackend(f"{sys.executable} -c pass").run(lake, "sft", 1, tiny_policy)
+    with pytest.raises(ValueError, match="not found"):
+        CommandBackend("no-such-trainer-binary {pile}").run(lake, "sft", 1, tiny_policy)
+    assert lake.count("training_runs") == 0
+
+
+def test_rejection_sampling_lands_through_the_rollout_reader(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+    tiny_policy.version = "ckpt-test"
+    res = rejection_sample(lake, 3, tiny_policy, tasks(5, 7), tmp_path, SamplingConfig(attempts=3, max_new_tokens=24))
+    assert res.attempts == 15 and res.episodes_added == 15
+    eps = lake.read("episodes").to_pylist()
+    assert {e["source"] for e in eps} == {"rollout"} and {e["round"] for e in eps} == {3}
+    assert {e["policy_version"] for e in eps} == {"ckpt-test"}
+    assert len({e["group_id"] for e in eps}) == 5 and sorted({e["attempt"] for e in eps}) == [0, 1, 2]
+    for e in eps:
+        for s in e["steps"]:
+            assert s["token_logprobs"] and s["logprob_sum"] == pytest.approx(sum(s["token_logprobs"]), abs=1e-3)
+    again = rejection_sample(lake, 3, tiny_policy, tasks(5, 7), tmp_path, SamplingConfig(attempts=3, max_new_tokens=24))
+    assert again.episodes_added == 0  # same seed, same attempts: idempotent
+
+
+def test_evaluation_writes_rates_intervals_and_levels(lake, tiny_policy) -> None:  # noqa: ANN001
+    ts = tasks(6, 11, 1) + tasks(6, 12, 2)
+    res = evaluate(tiny_policy, ts, EvalConfig(max_new_tokens=24))
+    assert res.overall.n == 12 and set(res.by_level) == {1, 2} and res.by_level[1].n == 6
+    assert 0.0 <= res.overall.lo <= res.overall.rate <= res.overall.hi <= 1.0
+    record_eval(lake, 4, res)
+    row = lake.read("rounds", filter=pc.field("round") == 4).to_pylist()[0]
+    assert row["eval_n"] == 12 and row["eval_pass_rate"] == res.overall.rate
+    assert row["eval_pass_rate_lo"] < row["eval_pass_rate_hi"]
+    assert set(json.loads(row["breakdown"])["eval"]["by_level"]) == {"1", "2"}

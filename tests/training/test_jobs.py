@@ -1,0 +1,125 @@
+"""Each built-in job changes the weights and lowers its loss on a tiny fixture; checkpoints chain job to job;
+every job records its pile version, checkpoints and losses in training_runs."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow as pa
+import pytest
+import torch
+
+from flywheel.records import episodes_to_table
+from schemas.tables import CT, SFT
+from tests.training.fakes import expert_episode, tasks
+from training.checkpoints import fetch, newest, version_of
+from training.config import CTConfig, OptimConfig, PromptConfig, RLConfig, SFTConfig
+from training.ct import ct_job
+from training.data import encode_all, episode_examples
+from training.rewards import verifier_reward
+from training.rl import build_sequences, ppo_losses, rl_job, shaped_rewards
+from training.rollout import run_episodes
+from training.sft import sft_job, train_sft
+
+
+def _pile(lake, table: str, n: int, seed: int = 0) -> None:  # noqa: ANN001
+    eps = [expert_episode(seed * 1000 + s, 1 + s % 2) for s in range(n)]
+    t = episodes_to_table(eps, schema=pa.schema([f for f in (SFT if table == "sft" else CT) if f.name in eps[0].to_row() or f.name == "n_steps"]))
+    t = t.append_column("round_routed", pa.array([0] * n, pa.int32()))
+    if table == "ct":
+        t = t.append_column("reasons", pa.array([["env_failed"]] * n, pa.list_(pa.string())))
+    lake.append(table, t)
+
+
+def _weights(model) -> torch.Tensor:  # noqa: ANN001
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def test_sft_then_ct_then_sft_chain_through_the_object_store(lake, tiny_policy) -> None:  # noqa: ANN001
+    _pile(lake, "sft", 40)
+    _pile(lake, "ct", 20, seed=1)
+    w0 = _weights(tiny_policy.model)
+    sft_v = lake.version("sft")
+    res, pol = sft_job(lake, 1, tiny_policy, SFTConfig(steps=30, batch_size=16, optim=OptimConfig(lr=3e-3, warmup_steps=3)))
+    assert _mean(res.losses[-5:]) < _mean(res.losses[:5]) - 0.5
+    assert not torch.equal(w0, _weights(pol.model))
+    assert res.pile_version == sft_v and res.base_checkpoint is None and res.output_checkpoint.endswith(".tar")
+    assert pol.version == version_of(res.output_checkpoint)
+
+    # CT starts from SFT's checkpoint, loaded back from the object store by URI
+    w1 = _weights(fetch(lake, res.output_checkpoint).model)
+    assert torch.equal(w1, _weights(pol.model))
+    ct_res, ct_pol = ct_job(lake, 2, res.output_checkpoint, CTConfig(steps=20, batch_size=8, optim=OptimConfig(lr=1e-3, warmup_steps=2)))
+    assert ct_res.base_checkpoint == res.output_checkpoint
+    assert _mean(ct_res.losses[-5:]) < _mean(ct_res.losses[:5])
+    assert not torch.equal(w1, _weights(ct_pol.model))
+    assert newest(lake) == ct_res.output_checkpoint
+
+    rows = {r["stage"]: r for r in lake.read("training_runs").to_pylist()}
+    assert set(rows) == {"sft", "ct"}
+    assert rows["ct"]["base_checkpoint"] == rows["sft"]["output_checkpoint"]
+    assert rows["sft"]["pile_version"] == sft_v and rows["sft"]["tokens"] > 0 and rows["sft"]["samples"] > 0
+    assert rows["sft"]["steps"] == 30 and len(rows["sft"]["losses"]) == 30 and rows["sft"]["wall_s"] > 0
+    assert json.loads(rows["sft"]["config"])["sft"]["steps"] == 30
+
+
+def test_sft_reads_the_pile_at_a_recorded_version(lake, tiny_policy) -> None:  # noqa: ANN001
+    _pile(lake, "sft", 10)
+    v = lake.version("sft")
+    _pile(lake, "sft", 30, seed=5)  # the pile grows after the version was recorded
+    res, _ = sft_job(lake, 1, tiny_policy, SFTConfig(steps=2, batch_size=4), pile_version=v)
+    assert res.pile_version == v and res.metrics["episodes"] == 10
+
+
+@pytest.fixture
+def warm_policy(tiny_policy):  # noqa: ANN001, ANN201
+    """The tiny policy after a short SFT on expert clicks, so its attempts are readable and sometimes succeed."""
+    items = encode_all(tiny_policy.tokenizer, [x for s in range(200) for x in episode_examples(expert_episode(10_000 + s).to_row())])
+    train_sft(tiny_policy, items, SFTConfig(steps=60, batch_size=32, optim=OptimConfig(lr=5e-3, warmup_steps=5)))
+    return tiny_policy
+
+
+@pytest.mark.slow
+def test_ppo_update_lowers_its_loss_and_records_a_run(lake, warm_policy) -> None:  # noqa: ANN001
+    cfg = RLConfig(iterations=1, tasks_per_iter=12, group_size=4, ppo_epochs=3, minibatch_size=64, value_pretrain_steps=15,
+                   optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
+    pol = warm_policy
+    trajs = run_episodes(pol.model, pol.tokenizer, tasks(12, 3), attempts=4, temperature=1.0, policy_version=pol.version)
+    rewards = shaped_rewards(trajs, verifier_reward(), cfg)
+    assert set(rewards) <= {-1.0, 0.0, 1.0}
+    assert all((r == 1.0) == t.passed for r, t in zip(rewards, trajs) if t.termination != "unreadable_action")
+    seqs, info = build_sequences(pol, trajs, rewards, cfg)
+    assert 0.0 <= info["lambda_policy_mean"] < 1.0
+    # stored log-probabilities are the policy's own: the ratio starts at 1
+    with torch.no_grad():
+        _, st = ppo_losses(pol, seqs, cfg)
+    assert abs(st["approx_kl"]) < 1e-3 and st["clip_frac"] == 0.0
+
+    before, _ = ppo_losses(pol, seqs, cfg)
+    w0 = _weights(pol.model)
+    res, out = rl_job(lake, 1, pol, lambda n, seed: tasks(n, 3), verifier_reward(), cfg)
+    assert not torch.equal(w0, _weights(out.model))
+    it = res.metrics["iterations"][0]
+    assert it["value_pretrain_loss"][1] < it["value_pretrain_loss"][0]  # the critic fits before the policy moves
+    with torch.no_grad():
+        after, _ = ppo_losses(out, seqs, cfg)
+    assert float(after) < float(before)  # the clipped surrogate (+ value loss) on the batch went down
+    row = lake.read("training_runs").to_pylist()[0]
+    assert row["stage"] == "rl" and row["samples"] == 48 and row["output_checkpoint"] == res.output_checkpoint
+    loaded = fetch(lake, res.output_checkpoint)
+    assert torch.equal(_weights(loaded.value_head), _weights(out.value_head))  # the critic travels with the checkpoint
+
+
+def test_grpo_advantages_are_group_normalised(warm_policy) -> None:  # noqa: ANN001
+    cfg = RLConfig(algo="grpo")
+    pol = warm_policy
+    trajs = run_episodes(pol.model, pol.tokenizer, tasks(6, 4), attempts=4, temperature=1.0)
+    rewards = [float(random.Random(i).random() < 0.5) for i in range(len(trajs))]
+    seqs, _ = build_sequences(pol, trajs, rewards, cfg)
+    assert all(torch.all(s.adv == s.adv[0]) for s in seqs)  # one advantage per trajectory, on all its tokens
+    assert len(seqs) == sum(len(t.steps) for t in trajs)

@@ -1,0 +1,81 @@
+"""The prompt, the agent mask, and that masked losses ignore observation tokens."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tests.training.fakes import expert_episode
+from training.config import PromptConfig
+from training.data import collate, encode_all, episode_examples, masked_nll
+from training.prompt import Turn, encode_example, parse_answer, render_answer, render_prompt
+
+
+def test_prompt_shows_instruction_last_n_steps_in_full_and_observation() -> None:
+    cfg = PromptConfig(history_full=1, history_thought_words=3)
+    hist = [Turn("screen one", "I look first at things", "wait()"), Turn("screen two", "then I click", "click(point='<point>1 2</point>')")]
+    p = render_prompt("Do it", hist, "screen three", cfg)
+    assert p.startswith("Instruction: Do it\n")
+    assert "screen one" not in p  # older step: thought and action only
+    assert "Step 1: Thought: I look first Action: wait()" in p
+    assert "Step 2 observation:\nscreen two" in p  # the last N=1 step in full
+    assert p.endswith("Observation:\nscreen three\n")
+
+
+def test_answer_round_trip() -> None:
+    a = render_answer("I press OK.", "click(point='<point>3 4</point>')")
+    assert a == "Thought: I press OK.\nAction: click(point='<point>3 4</point>')"
+    assert parse_answer(a) == ("I press OK.", "click(point='<point>3 4</point>')")
+    assert parse_answer("click(point='<point>3 4</point>')") is None
+
+
+def test_mask_marks_exactly_the_agent_tokens(tiny_policy) -> None:  # noqa: ANN001
+    tok = tiny_policy.tokenizer
+    ex = episode_examples(expert_episode(3).to_row())[0]
+    enc = encode_example(tok, *ex)
+    agent = [t for t, m in zip(enc.input_ids, enc.mask) if m]
+    assert tok.decode(agent[:-1]) == ex[1] and agent[-1] == tok.eos_token_id
+    assert tok.decode([t for t, m in zip(enc.input_ids, enc.mask) if not m]) == ex[0]
+
+
+def test_prompt_truncation_keeps_the_instruction(tiny_policy) -> None:  # noqa: ANN001
+    tok = tiny_policy.tokenizer
+    cfg = PromptConfig(max_prompt_tokens=40)
+    long_obs = "\n".join(f'button "B{i}" at ({i}, {i})' for i in range(60))
+    enc = encode_example(tok, render_prompt("Click B7", [], long_obs, cfg), "Thought: x\nAction: wait()", cfg)
+    prompt_ids = [t for t, m in zip(enc.input_ids, enc.mask) if not m]
+    assert len(prompt_ids) <= 40 and tok.decode(prompt_ids).startswith("Instruction: Click B7\n")
+
+
+def test_masked_loss_is_the_mean_over_agent_tokens_only(tiny_policy) -> None:  # noqa: ANN001
+    tok, model = tiny_policy.tokenizer, tiny_policy.model
+    items = encode_all(tok, [x for s in range(4) for x in episode_examples(expert_episode(s, 2).to_row())])
+    batch = collate(items, tok.pad_token_id)
+    with torch.no_grad():
+        loss = masked_nll(model, batch)
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+        nll = F.cross_entropy(logits.transpose(1, 2), batch.input_ids[:, 1:], reduction="none")
+    agent = batch.loss_mask[:, 1:] > 0
+    real = batch.attention_mask[:, 1:] > 0
+    assert torch.allclose(loss, nll[agent].mean(), atol=1e-5)
+    assert (real & ~agent).sum() > 3 * agent.sum()  # observation tokens are most of the sequence
+    # CT's mask (every real token) gives the all-token mean instead
+    ct = collate(items, tok.pad_token_id, all_tokens=True)
+    with torch.no_grad():
+        assert torch.allclose(masked_nll(model, ct), nll[real].mean(), atol=1e-5)
+
+
+def test_gradient_ignores_observation_targets(tiny_policy) -> None:  # noqa: ANN001
+    """Changing the observation tokens' *targets* (not their context) leaves the SFT loss unchanged."""
+    tok, model = tiny_policy.tokenizer, tiny_policy.model
+    items = encode_all(tok, episode_examples(expert_episode(5).to_row()))
+    b = collate(items, tok.pad_token_id)
+    with torch.no_grad():
+        out = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1]
+    targets = b.input_ids[:, 1:].clone()
+    agent = b.loss_mask[:, 1:] > 0
+    scrambled = torch.where(agent, targets, (targets + 7) % len(tok))
+    m = b.loss_mask[:, 1:]
+    a = (F.cross_entropy(out.transpose(1, 2), targets, reduction="none") * m).sum() / m.sum()
+    c = (F.cross_entropy(out.transpose(1, 2), scrambled, reduction="none") * m).sum() / m.sum()
+    assert torch.allclose(a, c) and torch.allclose(a, masked_nll(model, b).detach(), atol=1e-5)

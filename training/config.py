@@ -1,0 +1,147 @@
+"""Training configurations: frozen dataclasses (TRL style), recorded as JSON on every training_runs row.
+
+Defaults are sized for the built-in sandbox on a 2-core CPU: a ~1-2M parameter Llama, short prompts, a few
+hundred optimizer steps per round. Every field can be overridden with `dataclasses.replace` or `from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def to_json(cfg: Any) -> str:
+    return json.dumps(to_dict(cfg), sort_keys=True, default=str)
+
+
+def from_dict(cls: type[T], data: dict[str, Any] | None) -> T:
+    """Build a config from a dict, refusing unknown keys (a typo must not silently fall back to a default)."""
+    data = dict(data or {})
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown option(s) {', '.join(sorted(unknown))}")
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The default policy: a small Llama built from a config, with a BPE tokenizer trained on the sandbox's text."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    max_position_embeddings: int = 1024
+    #: Numbers 0..max_number are forced into the vocabulary as single tokens, so a coordinate in an action is the
+    #: same token as in the observation it was read from (copying is then one attention hop).
+    max_number: int = 2048
+    seed: int = 0
+    #: A local model folder (save_pretrained output) to start from instead of building one from this config.
+    pretrained: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    """The report's prompt: instruction, the last N steps in full, the current observation."""
+
+    history_full: int = 1  # the last N steps shown with their observation; older ones with thought and action only
+    history_max: int = 8  # past steps beyond this are dropped (oldest first)
+    history_thought_words: int = 0  # words of each past step's thought shown (0: actions only, the CPU default)
+    max_prompt_tokens: int = 768  # left-truncated (the instruction line is kept) beyond this
+    max_thought_words: int = 16  # thoughts longer than this are cut in targets (keeps generation short)
+    #: Steps without a text observation (think-aloud recordings have only screenshots) are not training examples
+    #: for a text policy: it would learn to act on a screen it cannot see.
+    skip_without_observation: bool = True
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 10
+    grad_clip: float = 1.0
+    #: bfloat16 autocast for the forward pass (weights stay float32): about 2x on CPUs with AVX512-BF16 or AMX.
+    bf16: bool = False
+
+
+@dataclass(frozen=True)
+class CTConfig:
+    """Continual training: next-token loss on every token of the CT pile's text (failures included)."""
+
+    steps: int = 40
+    batch_size: int = 16
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-3))
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Supervised fine-tuning: loss only on the agent's thought and action tokens."""
+
+    steps: int = 200
+    batch_size: int = 32
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    #: Episodes per task family and level are capped so easy tasks do not crowd out the rest.
+    max_episodes_per_task: int = 8
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """PPO in the sandbox with the verifier's reward and the report's changes (section 2.5)."""
+
+    algo: str = "ppo"  # ppo | grpo
+    iterations: int = 2
+    tasks_per_iter: int = 32
+    group_size: int = 4  # attempts per task (GRPO's group; PPO uses them as plain samples)
+    temperature: float = 1.0
+    ppo_epochs: int = 2
+    minibatch_size: int = 32  # steps (prompt+response sequences) per gradient step
+    gamma: float = 1.0
+    lambda_critic: float = 1.0  # decoupled GAE: the critic sees Monte Carlo returns
+    length_adaptive: bool = True  # lambda_policy = 1 - 1/(alpha * l)
+    alpha: float = 0.05
+    lambda_policy: float = 0.95  # used when length_adaptive is off
+    eps_low: float = 0.2  # clip-higher: asymmetric clip range
+    eps_high: float = 0.28
+    value_coef: float = 0.5
+    value_pretrain_steps: int = 20  # critic-only updates on the first rollouts, policy frozen
+    entropy_coef: float = 0.0
+    format_reward: float = 0.0  # added when every action of the episode parses
+    length_penalty: float = 0.0  # subtracted per step
+    unreadable_reward: float = -1.0  # the report's reward for an action that does not parse
+    max_steps: int | None = None  # None: the task's own step limit
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4, warmup_steps=0))
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Rejection sampling: K attempts per task with the newest checkpoint, at temperature 1.0."""
+
+    tasks: int = 96
+    attempts: int = 4
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation: greedy decoding on the sandbox's held-out seeds."""
+
+    episodes_per_cell: int = 40  # per (family, level)
+    temperature: float = 0.0
+    max_new_tokens: int = 64
+    seed: int = 0

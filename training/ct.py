@@ -1,0 +1,51 @@
+"""CT (continual training): next-token loss on every token of the CT pile's text, every k rounds.
+
+Failures are not thrown away: their screens and instructions are still text about the environment. CT runs with
+a smaller learning rate than SFT, and SFT follows it in the same round, so the agent's own answers are shaped by
+passes only.
+"""
+
+from __future__ import annotations
+
+import time
+
+from training.config import CTConfig, PromptConfig, to_dict
+from training.data import batches, encode_all, pile_examples, read_pile
+from training.jobs import ProgressFn, finish, resolve_base
+from training.loop import train_lm
+from training.model import Policy
+from training.prompt import Encoded
+from training.runs import JobResult
+
+
+def ct_due(round: int, every: int) -> bool:
+    """CT runs in rounds every, 2*every, ... (never when every <= 0)."""
+    return every > 0 and round > 0 and round % every == 0
+
+
+def train_ct(policy: Policy, items: list[Encoded], cfg: CTConfig = CTConfig(), on_step: ProgressFn | None = None) -> tuple[list[float], int]:
+    it = batches(items, cfg.batch_size, cfg.steps, policy.tokenizer.pad_token_id, seed=cfg.seed, all_tokens=True)
+    return train_lm(policy.model, it, cfg.steps, cfg.optim, on_step)
+
+
+def ct_job(
+    lake,  # noqa: ANN001
+    round: int,
+    base: str | Policy,
+    cfg: CTConfig = CTConfig(),
+    prompt_cfg: PromptConfig = PromptConfig(),
+    pile_version: int | None = None,
+    on_step: ProgressFn | None = None,
+) -> tuple[JobResult, Policy]:
+    t0 = time.perf_counter()
+    b = resolve_base(lake, base)
+    pile = read_pile(lake, "ct", pile_version)
+    items = encode_all(b.policy.tokenizer, pile_examples(pile.rows, prompt_cfg), prompt_cfg)
+    if not items:
+        raise ValueError(f"the CT pile (version {pile.version}) is empty: nothing to train on")
+    losses, tokens = train_ct(b.policy, items, cfg, on_step)
+    res = JobResult(
+        "ct", round, b.uri, pile_version=pile.version, samples=len(items), tokens=tokens, losses=losses,
+        metrics={"episodes": pile.rows.num_rows}, config={"ct": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
+    )
+    return finish(lake, res, b.policy, t0), b.policy

@@ -1,0 +1,134 @@
+"""Piles -> training examples -> padded batches, and the per-token log-probabilities every job's loss is built on.
+
+A pile is read at a recorded Delta version (the version goes on the training_runs row), each step of each episode
+becomes one (prompt, answer) example, and batches are right-padded with a loss mask.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import torch
+import torch.nn.functional as F
+
+from training.config import PromptConfig
+from training.prompt import Encoded, Turn, encode_example, render_answer, render_prompt
+
+#: Columns a training job needs from a pile.
+PILE_COLUMNS = ["episode_id", "task_id", "task_family", "difficulty", "instruction", "steps"]
+
+
+@dataclass(frozen=True)
+class PileSnapshot:
+    """A pile as read at one Delta version."""
+
+    table: str
+    version: int
+    rows: pa.Table
+
+
+def read_pile(lake, table: str, version: int | None = None) -> PileSnapshot:  # noqa: ANN001
+    """Read `table` at `version` (the newest when None) and remember which version that was."""
+    v = lake.version(table) if version is None else version
+    return PileSnapshot(table, v, lake.read(table, columns=PILE_COLUMNS, version=v))
+
+
+def episode_examples(row: dict, cfg: PromptConfig = PromptConfig()) -> list[tuple[str, str]]:
+    """(prompt, answer) for every step of one episode row, with the history the policy would have seen."""
+    out: list[tuple[str, str]] = []
+    history: list[Turn] = []
+    for s in row["steps"] or []:
+        action = (s.get("action") or "").strip()
+        thought = s.get("thought") or ""
+        if s.get("observation") or not cfg.skip_without_observation:
+                out.append((render_prompt(row["instruction"], history, s.get("observation"), cfg), render_answer(thought, action, cfg)))
+        history.append(Turn(s.get("observation"), thought, action))
+    return out
+
+
+def pile_examples(rows: pa.Table, cfg: PromptConfig = PromptConfig(), max_per_task: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
+    """Examples from every episode of a pile; at most `max_per_task` episodes per task id (random, seeded)."""
+    episodes = rows.to_pylist()
+    if max_per_task:
+        rng = random.Random(seed)
+        rng.shuffle(episodes)
+        seen: dict[str, int] = {}
+        kept = []
+        for e in episodes:
+            if seen.get(e["task_id"], 0) < max_per_task:
+                seen[e["task_id"]] = seen.get(e["task_id"], 0) + 1
+                kept.append(e)
+        episodes = kept
+    return [ex for e in episodes for ex in episode_examples(e, cfg)]
+
+
+def encode_all(tokenizer, examples: Sequence[tuple[str, str]], cfg: PromptConfig = PromptConfig()) -> list[Encoded]:  # noqa: ANN001
+    return [encode_example(tokenizer, p, a, cfg) for p, a in examples]
+
+
+@dataclass(frozen=True)
+class Batch:
+    input_ids: torch.Tensor  # (B, T) right-padded
+    attention_mask: torch.Tensor  # (B, T)
+    loss_mask: torch.Tensor  # (B, T) 1 where the token is a training target
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+def collate(items: Sequence[Encoded], pad_id: int, all_tokens: bool = False) -> Batch:
+    """Right-pad; the loss mask is the agent mask, or every real token when `all_tokens` (CT)."""
+    T = max(len(e.input_ids) for e in items)
+    ids = torch.full((len(items), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(items), T), dtype=torch.long)
+    lm = torch.zeros((len(items), T), dtype=torch.float32)
+    for i, e in enumerate(items):
+        n = len(e.input_ids)
+        ids[i, :n] = torch.tensor(e.input_ids)
+        att[i, :n] = 1
+        lm[i, :n] = 1.0 if all_tokens else torch.tensor(e.mask, dtype=torch.float32)
+    return Batch(ids, att, lm)
+
+
+def batches(items: Sequence[Encoded], batch_size: int, steps: int, pad_id: int, seed: int = 0, all_tokens: bool = False) -> Iterator[Batch]:
+    """`steps` batches, sampled by epochs over a seeded shuffle; lengths are bucketed within a window to cut padding."""
+    if not items:
+        return
+    rng = random.Random(seed)
+    order: list[int] = []
+    for _ in range(steps):
+        if len(order) < batch_size:
+            fresh = list(range(len(items)))
+            rng.shuffle(fresh)
+            order += fresh
+        window = order[: batch_size * 8]
+        pick = sorted(window[:batch_size], key=lambda i: len(items[i].input_ids))
+        order = order[batch_size:]
+        yield collate([items[i] for i in pick], pad_id, all_tokens)
+
+
+def next_token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, output_hidden: bool = False):  # noqa: ANN001, ANN201
+    """log p(x_t | x_<t) for t = 1..T-1 -> (B, T-1); with `output_hidden`, also the last hidden states (B, T, H)."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden, use_cache=False)
+    logits = out.logits[:, :-1].float()
+    lp = -F.cross_entropy(logits.transpose(1, 2), input_ids[:, 1:], reduction="none")
+    if output_hidden:
+        return lp, out.hidden_states[-1], logits
+    return lp
+
+
+def masked_nll(model, batch: Batch) -> torch.Tensor:  # noqa: ANN001
+    """Mean negative log-likelihood over the tokens the loss mask selects (observation tokens are ignored).
+
+    The vocabulary projection runs only at the selected positions: with ~10% of a step's tokens being the agent's,
+    that skips most of the LM head's work (and all of it is wasted on positions the mask zeroes anyway).
+    """
+    trunk, head = model.get_decoder(), model.get_output_embeddings()
+    hidden = trunk(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).last_hidden_state
+    m = batch.loss_mask[:, 1:] > 0
+    logits = head(hidden[:, :-1][m]).float()
+    return F.cross_entropy(logits, batch.input_ids[:, 1:][m]) if logits.shape[0] else hidden.sum() * 0.0

@@ -1,0 +1,231 @@
+"""The demo's stages as plain functions: cold-start data through the three ingestion paths, then flywheel rounds.
+
+    cold start (round 0): demonstrators play sandbox tasks -> think-aloud bundles, annotation sessions, rollout
+                          files -> the real readers land them -> validate and route -> the first policy (SFT)
+    round r >= 1:         rejection sampling with the newest checkpoint -> validate and route -> CT when due
+                          -> SFT -> RL -> held-out evaluation
+
+flows/demo.py wraps each function in a Prefect task; flywheel/commands/demo.py shows the progress and the table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from training.checkpoints import fetch, newest
+from training.config import CTConfig, EvalConfig, ModelConfig, OptimConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig
+from training.pipeline import FlywheelConfig, create_policy, run_training, train_steps
+
+Say = Callable[[str, dict[str, Any]], None]
+
+
+def _quiet(stage: str, info: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Sizes of the demo. The defaults finish 3 rounds in about 15 minutes on 2 CPU cores."""
+
+    seed: int = 0
+    expert_tasks: int = 490  # expert rollouts in the cold start (cycling over every family and level)
+    novice_tasks: int = 70  # novice rollouts (some fail: they land in CT)
+    interactive_tasks: int = 14  # tasks annotated interactively (novice proposes, expert accepts or overrides)
+    think_aloud: int = 2  # spoken think-aloud sessions (espeak-ng when installed) -> ASR -> aligned steps
+    eval_per_cell: int | None = None  # held-out tasks per (family, level); None: all of them
+    flywheel: FlywheelConfig = field(
+        default_factory=lambda: FlywheelConfig(
+            model=ModelConfig(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=3, max_number=640),
+            prompt=PromptConfig(history_full=1, history_max=6, max_thought_words=12),
+            cold_sft=SFTConfig(steps=260, batch_size=32, optim=OptimConfig(lr=3e-3, warmup_steps=20, bf16=True)),
+            sft=SFTConfig(steps=90, batch_size=32, optim=OptimConfig(lr=2e-3, warmup_steps=5, bf16=True)),
+            ct=CTConfig(steps=15, batch_size=16, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16=True)),
+            rl=RLConfig(iterations=1, tasks_per_iter=24, group_size=4, value_pretrain_steps=10, minibatch_size=48, ppo_epochs=1),
+            sampling=SamplingConfig(tasks=140, attempts=2),
+            eval=EvalConfig(),
+            ct_every=2,
+        )
+    )
+
+
+def quick_config() -> DemoConfig:
+    """A smoke-test size (a minute or two): every stage runs, nothing is expected to learn."""
+    base = DemoConfig()
+    f = base.flywheel
+    return replace(
+        base, expert_tasks=35, novice_tasks=7, interactive_tasks=4, think_aloud=1, eval_per_cell=1,
+        flywheel=replace(
+            f, model=replace(f.model, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2),
+            cold_sft=replace(f.cold_sft, steps=8, batch_size=8), sft=replace(f.sft, steps=4, batch_size=8),
+            ct=replace(f.ct, steps=2, batch_size=4), rl=replace(f.rl, tasks_per_iter=4, group_size=2, value_pretrain_steps=2),
+            sampling=replace(f.sampling, tasks=7, attempts=2, max_new_tokens=40), eval=replace(f.eval, max_new_tokens=40),
+            max_new_tokens=40,
+        ),
+    )  # fmt: skip
+
+
+def landing_for(lake_uri: str) -> Path:
+    """Where the demo writes its input files: next to a local lake, or a local folder for an S3 lake."""
+    if "://" in lake_uri:
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / "flywheel-demo-landing"
+    return Path(str(lake_uri).rstrip("/") + "-landing")
+
+
+# ------------------------------------------------------------------------------------------ cold start
+def _store_shots(lake, pngs: list[bytes | None]) -> list[tuple[str | None, str | None]]:  # noqa: ANN001
+    from storage.objects import sha256_hex
+
+    return [(lake.objects.put_object(p, ".png"), sha256_hex(p)) if p else (None, None) for p in pngs]
+
+
+def write_rollouts_with_shots(lake, attempts: list, path: Path, policy_version: str) -> int:  # noqa: ANN001
+    """Demonstrator attempts -> a rollout file whose steps reference their screenshots in the object store."""
+    from ingest.formats.rollouts import write_rollouts
+    from sandbox.export import to_rollout
+
+    out = []
+    for a in attempts:
+        r = to_rollout(a, policy_version)
+        refs = _store_shots(lake, [s.screenshot for s in a.steps])
+        out.append(replace(r, steps=tuple(replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(r.steps, refs))))
+    return write_rollouts(path, out)
+
+
+def write_annotations_with_shots(lake, attempts: list, path: Path) -> Path:  # noqa: ANN001
+    """Interactive sessions -> an annotation session file whose steps reference the screenshots the tool saw."""
+    from ingest.formats.annotations import write_annotation_session
+    from sandbox.export import write_annotations
+
+    write_annotations(attempts, path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    for ep, a in zip(doc["episodes"], attempts):
+        for st, (u, h) in zip(ep["steps"], _store_shots(lake, [s.screenshot for s in a.steps])):
+            st["screenshot_uri"], st["screenshot_sha256"] = u, h
+    return write_annotation_session(path, doc)
+
+
+def cold_start_data(lake, landing: Path, cfg: DemoConfig = DemoConfig(), say: Say = _quiet) -> dict[str, Any]:  # noqa: ANN001
+    """Demonstrator data for round 0 through all three ingestion paths (the real writers and readers)."""
+    from ingest.annotations import ingest_annotations
+    from ingest.rollouts import ingest_rollout_file
+    from ingest.think_aloud import ingest_paths
+    from sandbox.demonstrators import Expert, Interactive, Novice
+    from sandbox.export import write_think_aloud
+    from sandbox.parallel import run_many
+    from sandbox.tasks import training_tasks
+
+    landing.mkdir(parents=True, exist_ok=True)
+    n_all = cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks + cfg.think_aloud
+    tasks = training_tasks(n_all, seed=cfg.seed)
+    a, b, c = cfg.expert_tasks, cfg.expert_tasks + cfg.novice_tasks, cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks
+    out: dict[str, Any] = {}
+
+    say("rollouts", {"what": "expert and novice rollouts"})
+    expert = run_many(tasks[:a], Expert, screenshots=True)
+    novice = run_many(tasks[a:b], Novice, screenshots=True)
+    p1 = landing / "cold-start" / "expert.jsonl"
+    p2 = landing / "cold-start" / "novice.jsonl"
+    p1.parent.mkdir(parents=True, exist_ok=True)
+    write_rollouts_with_shots(lake, expert, p1, "expert-demonstrator")
+    write_rollouts_with_shots(lake, novice, p2, "novice-demonstrator")
+    out["rollouts"] = sum(ingest_rollout_file(lake, p, round=0).result.episodes_added for p in (p1, p2))
+
+    say("annotations", {"what": "interactive annotation sessions"})
+    inter = run_many(tasks[b:c], Interactive, screenshots=True)
+    p3 = write_annotations_with_shots(lake, inter, landing / "cold-start" / "annotations.json")
+    out["interactive"] = ingest_annotations(lake, [p3], round=0).result.episodes_added
+
+    say("think_aloud", {"what": "think-aloud bundles (speech -> ASR)"})
+    bundles = landing / "cold-start" / "think-aloud"
+    for t in tasks[c:]:
+        att = run_many([t], Expert, screenshots=True)[0]
+        write_think_aloud(att, bundles, speech=True)
+    out["think_aloud"] = ingest_paths(lake, [bundles], round=0).episodes_added if cfg.think_aloud else 0
+    return out
+
+
+def route(lake, round: int, allow_failed_dq: bool = True) -> dict[str, Any]:  # noqa: ANN001
+    """Validate and route the round's new episodes.
+
+    allow_failed_dq defaults to True here because the batch suite (validators/quality.py) expects env_reward in
+    [0, 1] while the rollout format and the sandbox give an unreadable action the report's -1, so any batch with
+    one unreadable model attempt would stop the round. The override is recorded in dq_results (overridden=True).
+    """
+    from validators.routing import route_round
+
+    return route_round(lake, round, allow_failed_dq=allow_failed_dq).as_dict()
+
+
+# ------------------------------------------------------------------------------------------ rounds
+def current_policy(lake, cfg: DemoConfig):  # noqa: ANN001, ANN201
+    uri = newest(lake)
+    return fetch(lake, uri) if uri else None
+
+
+def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
+    """Rejection sampling with the newest checkpoint on fresh training tasks; lands through the rollout reader."""
+    from training.envs import render_steps, training_tasks
+    from training.sampling import rejection_sample
+
+    policy = current_policy(lake, cfg)
+    if policy is None:
+        raise ValueError("no checkpoint yet: run the cold start first")
+    f = cfg.flywheel
+    tasks = training_tasks(f.sampling.tasks, seed=cfg.seed * 1000 + 17 * round + 1)
+    res = rejection_sample(lake, round, policy, tasks, landing / "rollouts", f.sampling, f.prompt, render=render_steps, on_step=on_step)
+    return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added, "policy_version": res.policy_version,
+            "wall_s": res.wall_s}  # fmt: skip
+
+
+def train_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Callable[[str, int, float], None] | None = None) -> list[dict[str, Any]]:  # noqa: ANN001
+    """The jobs due this round, chained: each starts from the previous checkpoint (round 0: a fresh model)."""
+    f = cfg.flywheel
+    base = newest(lake) if round > 0 else None
+    out = []
+    for step in train_steps(round, f):
+        cb = (lambda i, loss, s=step.stage: on_step(s, i, loss)) if on_step else None
+        res, policy = run_training(lake, round, step.stage, base, f, cb, sft_cfg=f.cold_sft if round == 0 else None)
+        base = res.output_checkpoint
+        out.append({"stage": step.stage, "steps": res.steps, "tokens": res.tokens, "loss_first": res.to_row()["loss_first"],
+                    "loss_last": res.to_row()["loss_last"], "wall_s": res.wall_s, "checkpoint": res.output_checkpoint})  # fmt: skip
+    return out
+
+
+def evaluate_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
+    from training.envs import heldout_tasks
+    from training.evaluate import evaluate, record_eval
+
+    policy = current_policy(lake, cfg)
+    res = evaluate(policy, heldout_tasks(cfg.eval_per_cell), cfg.flywheel.eval, cfg.flywheel.prompt, on_step)
+    record_eval(lake, round, res)
+    return res.breakdown() | {"wall_s": res.wall_s}
+
+
+def record_stage(lake, round: int, stage: str, started: float, status: str = "done") -> None:  # noqa: ANN001
+    from validators.routing import update_round
+
+    update_round(lake, round, stage_status={stage: {"status": status, "seconds": round_(time.perf_counter() - started)}})
+
+
+def round_(x: float) -> float:
+    return float(f"{x:.2f}")
+
+
+def rounds_table(lake) -> list[dict[str, Any]]:  # noqa: ANN001
+    """The rounds rows with the per-level eval rates unpacked (what the demo prints at the end)."""
+    rows = sorted(lake.read("rounds").to_pylist(), key=lambda r: r["round"])
+    out = []
+    for r in rows:
+        bd = json.loads(r["breakdown"]) if r.get("breakdown") else {}
+        levels = {int(k): v["rate"] for k, v in (bd.get("eval", {}).get("by_level") or {}).items()}
+        out.append({**{k: r.get(k) for k in ("round", "n_new", "n_pass", "pass_rate", "pass_rate_lo", "pass_rate_hi", "eval_n",
+                                                "eval_pass_rate", "eval_pass_rate_lo", "eval_pass_rate_hi", "sft_size", "ct_size",
+                                                "policy_version")}, "eval_by_level": levels})  # fmt: skip
+    return out

@@ -1,0 +1,85 @@
+"""Batched sampling with a KV cache, returning each generated token's log-probability.
+
+A plain loop rather than `model.generate`, so temperature 1.0 means the model's own distribution (no default
+top-k or top-p) and the stored log-probabilities are exactly those of the behaviour policy, as PPO needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Sample:
+    token_ids: list[int]  # generated tokens, up to and including EOS when one was produced
+    logprobs: list[float]  # log pi(token | prefix) under the sampling distribution, one per token
+    text: str
+    finished: bool  # produced EOS within the budget
+
+
+@torch.no_grad()
+def sample(
+    model,  # noqa: ANN001
+    tokenizer,  # noqa: ANN001
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    batch_size: int = 256,
+) -> list[Sample]:
+    """Continue every prompt (token ids). temperature 0 is greedy (log-probabilities of the argmax)."""
+    out: list[Sample] = []
+    for i in range(0, len(prompts), batch_size):
+        out += _sample_batch(model, tokenizer, prompts[i : i + batch_size], max_new_tokens, temperature, generator)
+    return out
+
+
+def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, generator) -> list[Sample]:  # noqa: ANN001
+    was_training = model.training
+    model.eval()
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    B, L = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, L), pad, dtype=torch.long)
+    att = torch.zeros((B, L), dtype=torch.long)
+    for i, p in enumerate(prompts):  # left padding: every row's next token goes at the same column
+        ids[i, L - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        att[i, L - len(p) :] = 1
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    res = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
+    past, logits = res.cache, res.logits[:, -1].float()
+    next_pos = pos[:, -1] + 1
+    toks = torch.zeros((B, max_new_tokens), dtype=torch.long)
+    lps = torch.zeros((B, max_new_tokens))
+    done = torch.zeros(B, dtype=torch.bool)
+    n = 0
+    for t in range(max_new_tokens):
+        if temperature > 0:
+            logp = F.log_softmax(logits / temperature, dim=-1)
+            tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        else:
+            logp = F.log_softmax(logits, dim=-1)
+            tok = logp.argmax(-1)
+        tok = torch.where(done, torch.full_like(tok, pad), tok)
+        toks[:, t] = tok
+        lps[:, t] = logp.gather(1, tok[:, None]).squeeze(1)
+        n = t + 1
+        done |= tok == eos
+        if bool(done.all()):
+            break
+        att = torch.cat([att, torch.ones((B, 1), dtype=torch.long)], dim=1)
+        res = model(input_ids=tok[:, None], attention_mask=att, position_ids=next_pos[:, None], cache=past, use_cache=True)
+        past, logits = res.cache, res.logits[:, -1].float()
+        next_pos = next_pos + 1
+    samples = []
+    for i in range(B):
+        row = toks[i, :n].tolist()
+        k = row.index(eos) + 1 if eos in row else len(row)
+        text = tokenizer.decode(row[: k - 1] if eos in row else row, skip_special_tokens=False)
+        samples.append(Sample(row[:k], lps[i, :k].tolist(), text, eos in row))
+    if was_training:
+        model.train()
+    return samples

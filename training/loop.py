@@ -1,0 +1,58 @@
+"""The language-model training loop shared by CT and SFT: AdamW, warmup then cosine decay, gradient clipping.
+
+Written to be read top to bottom; the only difference between CT and SFT is which tokens the loss mask selects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import torch
+
+from training.config import OptimConfig
+from training.data import Batch, masked_nll
+
+
+def make_optimizer(params: Iterable[torch.nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(list(params), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+
+def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    t = (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+
+
+def train_lm(
+    model,  # noqa: ANN001
+    batches: Iterable[Batch],
+    steps: int,
+    cfg: OptimConfig,
+    on_step: Callable[[int, float], None] | None = None,
+    log_every: int = 0,
+) -> tuple[list[float], int]:
+    """Minimise the masked next-token loss over `batches`; returns (loss per step, tokens seen)."""
+    model.train()
+    opt = make_optimizer(model.parameters(), cfg)
+    losses: list[float] = []
+    tokens = 0
+    for step, batch in enumerate(batches):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, cfg)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            loss = masked_nll(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        losses.append(float(loss.detach()))
+        tokens += batch.n_tokens
+        if on_step:
+            on_step(step, losses[-1])
+        if log_every and step % log_every == 0:
+            print(f"step {step} loss {losses[-1]:.4f}", flush=True)
+    model.eval()
+    return losses, tokens

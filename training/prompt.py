@@ -1,0 +1,90 @@
+"""The report's prompt: instruction, the last N steps in full, the current observation -> `Thought: ...\nAction: ...`.
+
+One function renders a state into a prompt string and one renders the agent's answer; `encode_example` tokenizes
+the two separately and concatenates them, so the boundary between observation tokens and agent tokens is exact
+and the loss mask (1 = agent token) is right by construction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from training.config import PromptConfig
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One past step as the prompt shows it."""
+
+    observation: str | None
+    thought: str
+    action: str
+
+
+def clip_thought(thought: str, max_words: int) -> str:
+    words = (thought or "").split()
+    return " ".join(words[:max_words])
+
+
+def render_prompt(instruction: str, history: Sequence[Turn], observation: str | None, cfg: PromptConfig = PromptConfig()) -> str:
+    """The state at one step. Older steps show thought and action; the last `history_full` also their screen."""
+    lines = [f"Instruction: {instruction.strip()}"]
+    past = list(history)[-cfg.history_max :] if cfg.history_max else []
+    first = len(history) - len(past)
+    for i, t in enumerate(past):
+        n = first + i + 1
+        full = i >= len(past) - cfg.history_full
+        if full and t.observation:
+            lines.append(f"Step {n} observation:\n{t.observation.strip()}")
+        thought = clip_thought(t.thought, cfg.history_thought_words)
+        lines.append(f"Step {n}: " + (f"Thought: {thought} " if thought else "") + f"Action: {t.action}")
+    lines.append(f"Observation:\n{(observation or '').strip()}")
+    return "\n".join(lines) + "\n"
+
+
+def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig()) -> str:
+    return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
+
+
+_ANSWER = re.compile(r"^\s*Thought:(?P<thought>.*?)\n\s*Action:(?P<action>.*)$", re.S)
+
+
+def parse_answer(text: str) -> tuple[str, str] | None:
+    """`Thought: ...\nAction: ...` -> (thought, action), or None when the model did not follow the format."""
+    m = _ANSWER.match(text)
+    if not m:
+        return None
+    action = m.group("action").strip().split("\n", 1)[0].strip()
+    return m.group("thought").strip(), action
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Token ids of prompt + answer (+ EOS) and the agent mask: 1 where the token is the agent's, 0 otherwise."""
+
+    input_ids: list[int]
+    mask: list[int]
+
+    @property
+    def n_agent(self) -> int:
+        return sum(self.mask)
+
+
+def encode_prompt(tokenizer, prompt: str, cfg: PromptConfig = PromptConfig()) -> list[int]:  # noqa: ANN001
+    """Prompt ids, left-truncated to `max_prompt_tokens` keeping the instruction line (the task must stay visible)."""
+    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    if len(ids) <= cfg.max_prompt_tokens:
+        return ids
+    head, _, rest = prompt.partition("\n")
+    head_ids = tokenizer.encode(head + "\n", add_special_tokens=False)
+    rest_ids = tokenizer.encode(rest, add_special_tokens=False)
+    keep = max(cfg.max_prompt_tokens - len(head_ids), 1)
+    return (head_ids + rest_ids[-keep:])[-cfg.max_prompt_tokens :]
+
+
+def encode_example(tokenizer, prompt: str, answer: str, cfg: PromptConfig = PromptConfig()) -> Encoded:  # noqa: ANN001
+    p = encode_prompt(tokenizer, prompt, cfg)
+    a = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return Encoded(p + a, [0] * len(p) + [1] * len(a))

@@ -1,0 +1,284 @@
+"""RL: PPO in the sandbox with the verifier's reward, with the changes of the UI-TARS-2 report (section 2.5).
+
+- value pretraining: before the first policy update the critic is fitted, policy frozen, to Monte Carlo returns;
+- decoupled GAE: the critic's targets use lambda_critic (1.0), the policy's advantages lambda_policy;
+- length-adaptive GAE: lambda_policy = 1 - 1/(alpha * l), l = the trajectory's agent tokens, alpha = 0.05;
+- clip-higher: the ratio is clipped to [1 - eps_low, 1 + eps_high] with eps_high > eps_low (0.2 / 0.28);
+- GRPO (group-normalised outcome advantages, no critic) as an option;
+- the loss is masked to the agent's tokens: observation tokens are context, never actions.
+
+The MDP is token-level over the agent's tokens of a whole multi-step trajectory (gamma = 1): each step's response
+tokens follow the previous step's, the observation tokens in between are skipped, and the reward arrives on the
+last token. The loop below reads top to bottom: roll out, score, estimate advantages, update.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from training.config import PromptConfig, RLConfig, to_dict
+from training.jobs import finish, resolve_base
+from training.loop import lr_at, make_optimizer
+from training.model import Policy
+from training.rollout import TaskInfo, Trajectory, run_episodes
+from training.runs import JobResult
+
+RewardFn = Callable[[Sequence[Trajectory]], list[float]]  # the verifier's reward per trajectory, batched
+TasksFn = Callable[[int, int], Sequence[TaskInfo]]  # (n, seed) -> training tasks
+
+
+# ------------------------------------------------------------------ advantage estimation
+def length_adaptive_lambda(length: int, alpha: float = 0.05) -> float:
+    """lambda_policy = 1 - 1/(alpha * l), clamped to [0, 1] (short sequences get 0: pure one-step TD)."""
+    if length <= 0:
+        return 0.0
+    return float(min(1.0, max(0.0, 1.0 - 1.0 / (alpha * length))))
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+    """Generalised advantage estimates for one trajectory (the state after the last token is terminal, V = 0)."""
+    T = rewards.shape[0]
+    adv = torch.zeros(T)
+    last = 0.0
+    for t in reversed(range(T)):
+        next_v = values[t + 1] if t + 1 < T else 0.0
+        delta = rewards[t] + gamma * next_v - values[t]
+        last = delta + gamma * lam * last
+        adv[t] = last
+    return adv
+
+
+def decoupled_gae(rewards: torch.Tensor, values: torch.Tensor, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(policy advantages with lambda_policy, critic targets with lambda_critic, the lambda_policy used)."""
+    lam_p = length_adaptive_lambda(len(rewards), cfg.alpha) if cfg.length_adaptive else cfg.lambda_policy
+    adv = gae(rewards, values, cfg.gamma, lam_p)
+    returns = gae(rewards, values, cfg.gamma, cfg.lambda_critic) + values
+    return adv, returns, lam_p
+
+
+def group_advantages(rewards: Sequence[float], groups: Sequence[str], eps: float = 1e-6) -> list[float]:
+    """GRPO: each trajectory's reward minus its group's mean, over the group's standard deviation."""
+    by: dict[str, list[float]] = {}
+    for r, g in zip(rewards, groups):
+        by.setdefault(g, []).append(r)
+    stats = {g: (sum(v) / len(v), (sum((x - sum(v) / len(v)) ** 2 for x in v) / len(v)) ** 0.5) for g, v in by.items()}
+    return [(r - stats[g][0]) / (stats[g][1] + eps) for r, g in zip(rewards, groups)]
+
+
+# ------------------------------------------------------------------ rewards
+def shaped_rewards(trajs: Sequence[Trajectory], verifier: RewardFn, cfg: RLConfig) -> list[float]:
+    """The verifier's reward; `unreadable_reward` (-1) for an unreadable action instead; plus the format reward
+    for an episode whose every action parsed, minus the length penalty per step."""
+    base = verifier(trajs) if trajs else []
+    out = []
+    for tr, v in zip(trajs, base):
+        r = cfg.unreadable_reward if tr.termination == "unreadable_action" else float(v) + cfg.format_reward
+        out.append(r - cfg.length_penalty * len(tr.steps))
+    return out
+
+
+# ------------------------------------------------------------------ batches of step sequences
+@dataclass
+class StepSeq:
+    """One step as a training sequence: prompt + response ids; per response token the stored old log-probability,
+    the advantage and the critic's target."""
+
+    ids: list[int]
+    n_prompt: int
+    old_lp: torch.Tensor
+    adv: torch.Tensor
+    ret: torch.Tensor
+
+
+def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    T = max(len(s.ids) for s in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), T), dtype=torch.long)
+    resp = torch.zeros((len(seqs), T - 1), dtype=torch.bool)  # over next-token positions (predicting ids[:, 1:])
+    for i, s in enumerate(seqs):
+        ids[i, : len(s.ids)] = torch.tensor(s.ids)
+        att[i, : len(s.ids)] = 1
+        resp[i, s.n_prompt - 1 : len(s.ids) - 1] = True
+    return ids, att, resp
+
+
+def forward_policy(policy: Policy, ids: torch.Tensor, att: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(next-token log-probs (B, T-1), values (B, T-1) from the detached hidden states, logits (B, T-1, V))."""
+    from training.data import next_token_logprobs
+
+    lp, hidden, logits = next_token_logprobs(policy.model, ids, att, output_hidden=True)
+    values = policy.value_head(hidden[:, :-1].detach()).squeeze(-1)
+    return lp, values, logits
+
+
+@torch.no_grad()
+def step_values(policy: Policy, steps: Sequence[tuple[list[int], list[int]]], batch_size: int = 64) -> list[torch.Tensor]:
+    """The critic's value before each response token, for (prompt_ids, response_ids) pairs."""
+    out: list[torch.Tensor] = []
+    pad = policy.tokenizer.pad_token_id
+    for i in range(0, len(steps), batch_size):
+        chunk = [StepSeq(p + r, len(p), torch.empty(0), torch.empty(0), torch.empty(0)) for p, r in steps[i : i + batch_size]]
+        ids, att, resp = _pad(chunk, pad)
+        _, values, _ = forward_policy(policy, ids, att)
+        out += [values[j][resp[j]] for j in range(len(chunk))]
+    return out
+
+
+def build_sequences(policy: Policy, trajs: Sequence[Trajectory], rewards: Sequence[float], cfg: RLConfig) -> tuple[list[StepSeq], dict]:
+    """Advantages and critic targets for every agent token, then one StepSeq per step."""
+    pairs = [(s.prompt_ids, s.response_ids) for tr in trajs for s in tr.steps]
+    values = step_values(policy, pairs) if cfg.algo == "ppo" else [torch.zeros(len(r)) for _, r in pairs]
+    grpo = group_advantages(rewards, [tr.task.task_id for tr in trajs]) if cfg.algo == "grpo" else None
+    seqs: list[StepSeq] = []
+    lams: list[float] = []
+    k = 0
+    for n, (tr, r) in enumerate(zip(trajs, rewards)):
+        lens = [len(s.response_ids) for s in tr.steps]
+        v = torch.cat(values[k : k + len(lens)]) if lens else torch.zeros(0)
+        k += len(lens)
+        rew = torch.zeros(len(v))
+        if len(v):
+            rew[-1] = r
+        if grpo is not None:
+            adv, ret = torch.full((len(v),), grpo[n]), torch.zeros(len(v))
+        else:
+            adv, ret, lam = decoupled_gae(rew, v, cfg)
+            lams.append(lam)
+        off = 0
+        for s, L in zip(tr.steps, lens):
+            if L == 0:
+                continue
+            seqs.append(StepSeq(s.prompt_ids + s.response_ids, len(s.prompt_ids), torch.tensor(s.logprobs), adv[off : off + L], ret[off : off + L]))
+            off += L
+    if cfg.algo == "ppo" and seqs:  # normalise advantages over the batch's agent tokens
+        a = torch.cat([s.adv for s in seqs])
+        mu, sd = a.mean(), a.std().clamp(min=1e-6)
+        for s in seqs:
+            s.adv = (s.adv - mu) / sd
+    return seqs, {"lambda_policy_mean": sum(lams) / len(lams) if lams else None}
+
+
+# ------------------------------------------------------------------ losses
+def ppo_losses(policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only: bool = False) -> tuple[torch.Tensor, dict]:
+    """Clip-higher PPO loss and the critic's MSE, averaged over the minibatch's agent tokens only."""
+    ids, att, resp = _pad(mb, policy.tokenizer.pad_token_id)
+    lp, values, logits = forward_policy(policy, ids, att)
+    new_lp, v = lp[resp], values[resp]
+    old_lp = torch.cat([s.old_lp for s in mb])
+    adv = torch.cat([s.adv for s in mb])
+    ret = torch.cat([s.ret for s in mb])
+    v_loss = 0.5 * ((v - ret) ** 2).mean()
+    if critic_only:
+        return cfg.value_coef * v_loss, {"value_loss": float(v_loss.detach())}
+    ratio = torch.exp(new_lp - old_lp)
+    clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high)
+    pg_loss = -torch.min(ratio * adv, clipped * adv).mean()
+    loss = pg_loss + (cfg.value_coef * v_loss if cfg.algo == "ppo" else 0.0)
+    if cfg.entropy_coef:
+        ent = -(torch.softmax(logits[resp], -1) * torch.log_softmax(logits[resp], -1)).sum(-1).mean()
+        loss = loss - cfg.entropy_coef * ent
+    with torch.no_grad():
+        clip_frac = float(((ratio < 1 - cfg.eps_low) | (ratio > 1 + cfg.eps_high)).float().mean())
+        approx_kl = float((old_lp - new_lp).mean())
+    return loss, {"pg_loss": float(pg_loss.detach()), "value_loss": float(v_loss.detach()), "clip_frac": clip_frac, "approx_kl": approx_kl}
+
+
+# ------------------------------------------------------------------ the loop
+def train_rl(
+    policy: Policy,
+    tasks_fn: TasksFn,
+    verifier: RewardFn,
+    cfg: RLConfig = RLConfig(),
+    prompt_cfg: PromptConfig = PromptConfig(),
+    max_new_tokens: int = 64,
+    seed_offset: int = 0,
+    on_iter: Callable[[int, dict], None] | None = None,
+) -> tuple[list[float], dict]:
+    """Plain function: `cfg.iterations` of (roll out -> score -> advantages -> PPO/GRPO epochs)."""
+    params = policy.parameters()
+    opt = make_optimizer(params, cfg.optim)
+    rng = random.Random(cfg.seed + seed_offset)
+    losses: list[float] = []
+    hist: list[dict] = []
+    tokens = samples = 0
+    total_updates = max(1, cfg.iterations * cfg.ppo_epochs)
+    update = 0
+    for it in range(cfg.iterations):
+        # 1. roll out the current policy at temperature 1.0
+        tasks = list(tasks_fn(cfg.tasks_per_iter, cfg.seed + seed_offset * 1000 + it))
+        trajs = run_episodes(
+            policy.model, policy.tokenizer, tasks, attempts=cfg.group_size, policy_version=policy.version,
+            temperature=cfg.temperature, max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg,
+            max_steps=cfg.max_steps, seed=cfg.seed + seed_offset * 1000 + it,
+        )
+        # 2. score with the verifier (plus format reward / length penalty)
+        rewards = shaped_rewards(trajs, verifier, cfg)
+        for tr, r in zip(trajs, rewards):
+            tr.reward = r
+        # 3. advantages (decoupled, length-adaptive GAE for PPO; group-normalised for GRPO)
+        seqs, info = build_sequences(policy, trajs, rewards, cfg)
+        samples += len(trajs)
+        tokens += sum(len(s.ids) for s in seqs)
+        stats = {"iter": it, "reward_mean": sum(rewards) / max(1, len(rewards)),
+                 "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)), "steps": len(seqs), **info}
+        # 4. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
+        if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:
+            vl = []
+            for _ in range(cfg.value_pretrain_steps):
+                mb = rng.sample(seqs, min(cfg.minibatch_size, len(seqs)))
+                loss, st = ppo_losses(policy, mb, cfg, critic_only=True)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                vl.append(st["value_loss"])
+            stats["value_pretrain_loss"] = [vl[0], vl[-1]] if vl else None
+            seqs, _ = build_sequences(policy, trajs, rewards, cfg)  # advantages from the fitted critic
+        # 5. PPO / GRPO epochs over shuffled minibatches of steps
+        policy.model.train()
+        for _ in range(cfg.ppo_epochs):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(update, total_updates, cfg.optim)
+            update += 1
+            order = list(range(len(seqs)))
+            rng.shuffle(order)
+            for i in range(0, len(order), cfg.minibatch_size):
+                mb = [seqs[j] for j in order[i : i + cfg.minibatch_size]]
+                loss, st = ppo_losses(policy, mb, cfg)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+                opt.step()
+                losses.append(float(loss.detach()))
+                stats.update(st)
+        policy.model.eval()
+        hist.append(stats)
+        if on_iter:
+            on_iter(it, stats)
+    return losses, {"iterations": hist, "samples": samples, "tokens": tokens}
+
+
+def rl_job(
+    lake,  # noqa: ANN001
+    round: int,
+    base: str | Policy,
+    tasks_fn: TasksFn,
+    verifier: RewardFn,
+    cfg: RLConfig = RLConfig(),
+    prompt_cfg: PromptConfig = PromptConfig(),
+    max_new_tokens: int = 64,
+    on_iter: Callable[[int, dict], None] | None = None,
+) -> tuple[JobResult, Policy]:
+    """RL in the environment (no pile: its data are its own rollouts), published and recorded like the others."""
+    t0 = time.perf_counter()
+    b = resolve_base(lake, base)
+    losses, info = train_rl(b.policy, tasks_fn, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter)
+    res = JobResult(
+        "rl", round, b.uri, samples=info["samples"], tokens=info["tokens"], losses=losses,
+        metrics={"iterations": info["iterations"]}, config={"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
+    )
+    return finish(lake, res, b.policy, t0), b.policy

@@ -1,0 +1,145 @@
+"""The policy acting in many environments at once: one batched forward pass per decoding step for all of them.
+
+Used by rejection sampling, RL and evaluation alike, so the three see the same prompts, the same parsing and the
+same termination rules. Every step keeps its prompt and response token ids and each token's log-probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from training.config import PromptConfig
+from training.generate import sample
+from training.prompt import Turn, encode_prompt, parse_answer, render_prompt
+from schemas.actions import ActionError, parse_action
+
+
+class Environment(Protocol):
+    """What a rollout needs from an environment (training/envs.py adapts the sandbox to it)."""
+
+    def reset(self) -> str: ...  # the text observation
+    def step(self, action: str) -> tuple[str, bool, str | None]: ...  # (observation, done, termination when done)
+    def verify(self) -> tuple[bool, str]: ...  # (passed, reason)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A task as training sees it; `make_env` builds a fresh environment for one attempt."""
+
+    task_id: str
+    instruction: str
+    family: str
+    level: int
+    step_limit: int
+    make_env: Callable[[], Environment] = field(compare=False, repr=False)
+    reference_answer: str | None = None
+    screen_width: int | None = None
+    screen_height: int | None = None
+    payload: object = field(default=None, compare=False, repr=False)  # the backend's own task object
+
+
+@dataclass
+class StepRecord:
+    observation: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    text: str
+    thought: str
+    action: str  # the action text as written ("" when the answer did not follow the format)
+    readable: bool
+
+
+@dataclass
+class Trajectory:
+    task: TaskInfo
+    attempt: int
+    policy_version: str
+    steps: list[StepRecord] = field(default_factory=list)
+    termination: str = "step_limit"  # finished | step_limit | unreadable_action
+    passed: bool = False
+    reason: str = ""
+    final_answer: str | None = None
+    reward: float | None = None  # filled by the reward function (RL)
+
+    @property
+    def n_agent_tokens(self) -> int:
+        return sum(len(s.response_ids) for s in self.steps)
+
+
+def _readable(action: str) -> bool:
+    try:
+        parse_action(action)
+        return True
+    except ActionError:
+        return False
+
+
+def _final_answer(action: str) -> str | None:
+    try:
+        a = parse_action(action)
+    except ActionError:
+        return None
+    return a.text if a.kind == "finished" else None
+
+
+def run_episodes(
+    model,  # noqa: ANN001
+    tokenizer,  # noqa: ANN001
+    tasks: Sequence[TaskInfo],
+    *,
+    attempts: int = 1,
+    policy_version: str = "init",
+    temperature: float = 1.0,
+    max_new_tokens: int = 64,
+    prompt_cfg: PromptConfig = PromptConfig(),
+    max_steps: int | None = None,
+    seed: int = 0,
+    batch_size: int = 256,
+    on_step: Callable[[int], None] | None = None,
+) -> list[Trajectory]:
+    """`attempts` attempts at every task, all advancing in lockstep; returns trajectories in (task, attempt) order.
+
+    An answer that does not follow `Thought: ...\\nAction: ...` or an action that does not parse ends the attempt
+    (termination unreadable_action); otherwise the environment decides when it is done and how it ended, or the
+    step limit does.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    trajs = [Trajectory(t, a, policy_version) for t in tasks for a in range(attempts)]
+    envs = [t.task.make_env() for t in trajs]
+    obs = [e.reset() for e in envs]
+    history: list[list[Turn]] = [[] for _ in trajs]
+    active = list(range(len(trajs)))
+    while active:
+        prompts = [
+            encode_prompt(tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg)
+            for i in active
+        ]
+        outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen, batch_size)
+        still = []
+        for i, p, s in zip(active, prompts, outs):
+            tr = trajs[i]
+            parsed = parse_answer(s.text) if s.finished else None
+            thought, action = parsed if parsed else ("", "")
+            ok = parsed is not None and _readable(action)
+            tr.steps.append(StepRecord(obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok))
+            if not ok:
+                tr.termination, tr.passed, tr.reason = "unreadable_action", False, "unreadable_action"
+                continue
+            history[i].append(Turn(obs[i], thought, action))
+            obs[i], done, term = envs[i].step(action)
+            limit = min(tr.task.step_limit, max_steps or tr.task.step_limit)
+            if done or len(tr.steps) >= limit:
+                tr.passed, tr.reason = envs[i].verify()
+                tr.termination = (term or "finished") if done else "step_limit"
+                tr.final_answer = _final_answer(action)
+                continue
+            still.append(i)
+        if on_step:
+            on_step(len(active) - len(still))
+        active = still
+    return trajs

@@ -1,0 +1,62 @@
+"""One training_runs row per job: what it started from, what it produced, on which pile version, at what cost."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from storage.lake import content_id
+
+
+@dataclass
+class JobResult:
+    """What a training job did. `output_checkpoint` is an object-store URI once published."""
+
+    stage: str  # ct | sft | rl
+    round: int
+    base_checkpoint: str | None
+    output_checkpoint: str | None = None
+    backend: str = "builtin"
+    pile_version: int | None = None
+    samples: int = 0
+    tokens: int = 0
+    steps: int = 0
+    losses: list[float] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @property
+    def run_id(self) -> str:
+        return content_id(str(self.round), self.stage, self.backend, self.base_checkpoint or "", self.output_checkpoint or "", self.started_at.isoformat())
+
+    def to_row(self) -> dict[str, Any]:
+        finite = [x for x in self.losses if math.isfinite(x)]
+        return {
+            "run_id": self.run_id,
+            "round": self.round,
+            "stage": self.stage,
+            "backend": self.backend,
+            "base_checkpoint": self.base_checkpoint,
+            "output_checkpoint": self.output_checkpoint,
+            "pile_version": self.pile_version,
+            "samples": self.samples,
+            "tokens": self.tokens,
+            "steps": self.steps,
+            "loss_first": finite[0] if finite else None,
+            "loss_last": finite[-1] if finite else None,
+            "losses": [float(x) for x in self.losses],
+            "metrics": json.dumps(self.metrics, sort_keys=True, default=str),
+            "config": json.dumps(self.config, sort_keys=True, default=str),
+            "wall_s": self.wall_s,
+            "started_at": self.started_at,
+        }
+
+
+def record_run(lake, result: JobResult) -> str:  # noqa: ANN001
+    lake.append("training_runs", [result.to_row()])
+    return result.run_id
