@@ -80,7 +80,8 @@ def fuzz(name: str, strategy: Any, target: Callable[[Any], Any], seconds: float)
         try:
             run()  # a fresh random run each time (no example database, not derandomized)
         except Exception as e:  # noqa: BLE001 - a crash: hypothesis re-raises the shrunk failing input's error
-            msg = " ".join(str(e).split())[:300]
+            subs = getattr(e, "exceptions", None) or [e]  # several distinct failures come as an exception group
+            msg = " | ".join(" ".join(str(x).split())[:300] for x in subs)
             crashes.append(msg)
             console.print(f"[red]{name}: crash[/] {msg}")
     return {"tried": tried["n"], "crashes": crashes}

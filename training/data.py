@@ -128,7 +128,9 @@ def masked_nll(model, batch: Batch) -> torch.Tensor:  # noqa: ANN001
     that skips most of the LM head's work (and all of it is wasted on positions the mask zeroes anyway).
     """
     trunk, head = model.get_decoder(), model.get_output_embeddings()
-    hidden = trunk(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).last_hidden_state
+    # Batches are right-padded, so under the causal mask no real token ever attends to a pad: the padding mask
+    # changes nothing the loss reads, and leaving it out keeps attention on the fast causal kernel.
+    hidden = trunk(input_ids=batch.input_ids, use_cache=False).last_hidden_state
     m = batch.loss_mask[:, 1:] > 0
     logits = head(hidden[:, :-1][m]).float()
     return F.cross_entropy(logits, batch.input_ids[:, 1:][m]) if logits.shape[0] else hidden.sum() * 0.0

@@ -67,6 +67,7 @@ def test_check_passes_on_a_sound_lake_and_names_each_broken_invariant(lake, tmp_
     assert "media_missing" not in r.stderr
 
 
+@pytest.mark.slow
 def test_maintain_compacts_vacuums_and_keeps_pinned_versions(any_lake, tmp_path: Path) -> None:
     from flywheel.people.audit import sample
     from flywheel.people.audit_sheet import write_sheet

@@ -154,6 +154,9 @@ def test_served_deployment_runs_a_round_when_triggered(tmp_path: Path, flywheel_
             raise AssertionError("the served round did not finish in 600 s")
         assert (tmp_path / "dash.html").is_file()
         assert rows[0]["n_new"] > 0 and rows[0]["eval_n"] > 0
+        # the round summary is a markdown artifact in Prefect, linking the dashboard
+        art = subprocess.run([prefect, "artifact", "inspect", "flywheel-round-0"], env=env, capture_output=True, text=True)
+        assert art.returncode == 0 and "Flywheel round 0" in art.stdout and "dash.html" in art.stdout, art.stdout + art.stderr
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         try:
