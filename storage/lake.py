@@ -7,6 +7,7 @@ optionally at an older Delta version (time travel for auditors).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -370,7 +371,12 @@ class Lake:
         rel = f"tables/{table}/{name}"
         if self.uri.scheme == "file":
             path = self.uri.key(rel)
-            pq.write_table(part, path, compression="snappy")
+            try:
+                pq.write_table(part, path, compression="snappy")
+            except OSError as e:  # a full or read-only disk: one line, and no half-written file left behind
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                raise LakeError(f"cannot write to {table} in {self.uri}: {e.strerror or e}; free space or fix permissions, then re-run") from None
             size = os.path.getsize(path)
         else:
             sink = pa.BufferOutputStream()

@@ -68,7 +68,7 @@ def sql(
             "table (repeatable). `flywheel tables` shows the versions.",
         ),
     ] = None,
-    limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="Rows shown in table format.")] = 50,
 ) -> None:
     """Run a read-only DuckDB query over views of every table.
 
