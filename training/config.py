@@ -59,6 +59,10 @@ class PromptConfig:
     history_thought_words: int = 0  # words of each past step's thought shown (0: actions only, the CPU default)
     max_prompt_tokens: int = 768  # left-truncated (the instruction line is kept) beyond this
     max_thought_words: int = 16  # thoughts longer than this are cut in targets (keeps generation short)
+    #: "expert": the demonstrator's own thought (clipped); "target": a fixed template naming the element the action
+    #: points at exactly as the screen lists it (`button "Save"`), so the coordinates to write follow those same
+    #: tokens in the observation - copying them is one attention hop for a small model.
+    thought_style: str = "expert"
     #: Steps without a text observation (think-aloud recordings have only screenshots) are not training examples
     #: for a text policy: it would learn to act on a screen it cannot see.
     skip_without_observation: bool = True

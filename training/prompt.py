@@ -44,7 +44,29 @@ def render_prompt(instruction: str, history: Sequence[Turn], observation: str | 
     return "\n".join(lines) + "\n"
 
 
-def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig()) -> str:
+_LINE = re.compile(r"^(?P<head>\w+ \"[^\"]*\").*\((?P<x>\d+),(?P<y>\d+)\)\s*$")
+
+
+def target_thought(action: str, observation: str | None) -> str | None:
+    """`<role> "<name>"` of the listed element whose centre the action points at; None when there is none."""
+    from schemas.actions import ActionError, parse_action
+
+    try:
+        a = parse_action(action.strip())
+    except ActionError:
+        return None
+    if a.x is None or not observation:
+        return None
+    for line in observation.splitlines():
+        m = _LINE.match(line.strip())
+        if m and (int(m["x"]), int(m["y"])) == (a.x, a.y):
+            return m["head"]
+    return None
+
+
+def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(), observation: str | None = None) -> str:
+    if cfg.thought_style == "target":
+        thought = target_thought(action, observation) or thought
     return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
 
 

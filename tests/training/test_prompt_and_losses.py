@@ -79,3 +79,15 @@ def test_gradient_ignores_observation_targets(tiny_policy) -> None:  # noqa: ANN
     a = (F.cross_entropy(out.transpose(1, 2), targets, reduction="none") * m).sum() / m.sum()
     c = (F.cross_entropy(out.transpose(1, 2), scrambled, reduction="none") * m).sum() / m.sum()
     assert torch.allclose(a, c) and torch.allclose(a, masked_nll(model, b).detach(), atol=1e-5)
+
+
+def test_target_thought_names_the_element_the_action_points_at() -> None:
+    from training.prompt import target_thought
+
+    obs = 'window "W" 640x400\nbutton "Save log" (56,84)\ncheckbox "GPS" checked (350,48)\nstatus "Ready"'
+    assert target_thought("click(point='<point>350 48</point>')", obs) == 'checkbox "GPS"'
+    assert target_thought("click(point='<point>1 1</point>')", obs) is None  # nothing listed there
+    assert target_thought("type(content='x')", obs) is None
+    cfg = PromptConfig(thought_style="target")
+    assert render_answer("I press it", "click(point='<point>56 84</point>')", cfg, obs).startswith('Thought: button "Save log"\n')
+    assert render_answer("Typing x.", "type(content='x')", cfg, obs).startswith("Thought: Typing x.\n")  # falls back
