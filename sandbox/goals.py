@@ -165,7 +165,25 @@ def _presses(screen: Screen) -> list[str]:
 
 
 @dataclass
-class ButtonGoal(Goal):
+class OrderedGoal(Goal):
+    """Commit these things in order (button presses, menu commands); any other commit is wrong and final."""
+
+    def _state(self, screen: Screen) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def verdict(self, screen: Screen, answer: str | None) -> Verdict:
+        h = self.harmed(screen)
+        if h:
+            return h
+        code, msg = self._state(screen)
+        return Verdict.ok() if code == "ok" else fail(code, msg)
+
+    def terminal(self, screen: Screen) -> bool:
+        return super().terminal(screen) or self._state(screen)[0] != "not_done"
+
+
+@dataclass
+class ButtonGoal(OrderedGoal):
     """Press these buttons in order; pressing any other enabled button is a wrong, irreversible commit."""
 
     sequence: list[str] = field(default_factory=list)  # widget keys
@@ -180,16 +198,6 @@ class ButtonGoal(Goal):
                     f' instead of "{_name(self.sequence[i])}"' if i < len(self.sequence) else " after the task was done"
                 )
         return "not_done", f'"{_name(self.sequence[len(got)])}" was never pressed'
-
-    def verdict(self, screen: Screen, answer: str | None) -> Verdict:
-        h = self.harmed(screen)
-        if h:
-            return h
-        code, msg = self._state(screen)
-        return Verdict.ok() if code == "ok" else fail(code, msg)
-
-    def terminal(self, screen: Screen) -> bool:
-        return super().terminal(screen) or self._state(screen)[0] != "not_done"
 
     def hint(self, screen: Screen, memory: dict[str, Any]) -> Move:
         k = self.sequence[len(_presses(screen))]
@@ -303,7 +311,7 @@ class CheckGoal(Goal):
 
 
 @dataclass
-class MenuGoal(Goal):
+class MenuGoal(OrderedGoal):
     """Run these menu commands ("File > Export > PDF") in order; any other command is a wrong commit."""
 
     commands: list[list[str]] = field(default_factory=list)
@@ -317,16 +325,6 @@ class MenuGoal(Goal):
             if i >= len(want) or c != want[i]:
                 return "wrong_command", f"ran {c}" + (f" instead of {want[i]}" if i < len(want) else " after the task")
         return "not_done", f"{want[len(got)]} was never run"
-
-    def verdict(self, screen: Screen, answer: str | None) -> Verdict:
-        h = self.harmed(screen)
-        if h:
-            return h
-        code, msg = self._state(screen)
-        return Verdict.ok() if code == "ok" else fail(code, msg)
-
-    def terminal(self, screen: Screen) -> bool:
-        return super().terminal(screen) or self._state(screen)[0] != "not_done"
 
     def hint(self, screen: Screen, memory: dict[str, Any]) -> Move:
         n = sum(1 for ev in screen.events if ev[0] == "command")

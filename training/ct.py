@@ -7,11 +7,9 @@ passes only.
 
 from __future__ import annotations
 
-import time
-
-from training.config import CTConfig, PromptConfig, to_dict
-from training.data import batches, encode_all, pile_examples, read_pile
-from training.jobs import ProgressFn, finish, resolve_base
+from training.config import CTConfig, PromptConfig
+from training.data import batches
+from training.jobs import ProgressFn, pile_job
 from training.loop import train_lm
 from training.model import Policy
 from training.prompt import Encoded
@@ -37,15 +35,5 @@ def ct_job(
     pile_version: int | None = None,
     on_step: ProgressFn | None = None,
 ) -> tuple[JobResult, Policy]:
-    t0 = time.perf_counter()
-    b = resolve_base(lake, base)
-    pile = read_pile(lake, "ct", pile_version)
-    items = encode_all(b.policy.tokenizer, pile_examples(pile.rows, prompt_cfg), prompt_cfg)
-    if not items:
-        raise ValueError(f"the CT pile (version {pile.version}) is empty: nothing to train on")
-    losses, tokens = train_ct(b.policy, items, cfg, on_step)
-    res = JobResult(
-        "ct", round, b.uri, pile_version=pile.version, samples=len(items), tokens=tokens, losses=losses,
-        metrics={"episodes": pile.rows.num_rows}, config={"ct": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
-    )
-    return finish(lake, res, b.policy, t0), b.policy
+    """Next-token loss on every token of the CT pile (see training.jobs.pile_job)."""
+    return pile_job(lake, round, "ct", base, cfg, prompt_cfg, pile_version, on_step, train_ct, agent_only=False)

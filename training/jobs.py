@@ -39,3 +39,38 @@ def finish(lake, result: JobResult, policy: Policy, t0: float, publish_checkpoin
 
 
 ProgressFn = Callable[[int, float], None]
+
+
+def pile_job(
+    lake,  # noqa: ANN001
+    round: int,
+    stage: str,
+    base: str | Policy,
+    cfg,  # noqa: ANN001 - CTConfig | SFTConfig (steps, batch_size, optim, seed)
+    prompt_cfg,  # noqa: ANN001
+    pile_version: int | None,
+    on_step: ProgressFn | None,
+    train: Callable,  # train(policy, items, cfg, on_step) -> (losses, tokens): train_ct or train_sft
+    *,
+    agent_only: bool,
+    max_per_task: int | None = None,
+) -> tuple[JobResult, Policy]:
+    """CT and SFT alike: read the pile (`ct` or `sft`) at a recorded Delta version, train, publish the checkpoint
+    and write the training_runs row."""
+    from training.config import to_dict
+    from training.data import encode_all, pile_examples, read_pile
+
+    t0 = time.perf_counter()
+    b = resolve_base(lake, base)
+    pile = read_pile(lake, stage, pile_version)
+    examples = pile_examples(pile.rows, prompt_cfg, max_per_task, cfg.seed + round)
+    items = encode_all(b.policy.tokenizer, examples, prompt_cfg) if examples else []
+    if not items:
+        raise ValueError(f"the {stage.upper()} pile (version {pile.version}) is empty: nothing to train on")
+    losses, tokens = train(b.policy, items, cfg, on_step)
+    metrics = {"episodes": pile.rows.num_rows}
+    if agent_only:
+        metrics["agent_tokens"] = sum(e.n_agent for e in items)
+    res = JobResult(stage, round, b.uri, pile_version=pile.version, samples=len(items), tokens=tokens, losses=losses,
+                    metrics=metrics, config={stage: to_dict(cfg), "prompt": to_dict(prompt_cfg)})  # fmt: skip
+    return finish(lake, res, b.policy, t0), b.policy
