@@ -1,6 +1,6 @@
 """Fuzzing for minutes: the targets of tests/hostile/fuzz_targets.py (action parser, rollout reader, annotation
 reader, think-aloud bundle reader on mutated folders and zips), each in fresh random hypothesis runs until its share
-of the time budget is spent. Reports inputs tried and crashes per target; crashes must be 0.
+of the time budget is spent. Reports inputs tried, crashes (must be 0) and outcomes (quarantine codes, episodes, refused actions) per target.
 
 BENCH_FUZZ_SECONDS sets the total budget (default 600, BENCH_QUICK=1: 40). Figures: per target, hostile inputs per
 second against valid inputs per second through the same reader (the cost of hostility), and the crash count.
@@ -89,6 +89,7 @@ def fuzz(name: str, strategy: Any, target: Callable[[Any], Any], seconds: float)
 
 def run() -> list[Figure]:
     from storage import Lake
+    from tests.hostile import fuzz_targets as ft
 
     total = float(os.environ.get("BENCH_FUZZ_SECONDS", 40 if quick() else 600))
     figs: list[Figure] = []
@@ -104,12 +105,14 @@ def run() -> list[Figure]:
                 valid()
                 n_valid += 1
             valid_rate = n_valid / (time.perf_counter() - t0)
+            ft.OUTCOMES.clear()
             t0 = time.perf_counter()
             res = fuzz(name, strategy, target, total * SHARES[name])
             secs = time.perf_counter() - t0
             all_crashes += len(res["crashes"])
             tried_total += res["tried"]
-            console.print(f"{name}: {res['tried']:,} hostile inputs in {secs:.0f} s, {len(res['crashes'])} crash(es)")
+            outcomes = ", ".join(f"{code} {n:,}" for (_, code), n in ft.OUTCOMES.most_common())
+            console.print(f"{name}: {res['tried']:,} hostile inputs in {secs:.0f} s, {len(res['crashes'])} crash(es); outcomes: {outcomes}")
             figs.append(Figure(f"{name}: hostile inputs/s vs valid inputs/s", res["tried"] / secs, valid_rate, "inputs/s",
                                note=f"{res['tried']:,} inputs, {len(res['crashes'])} crashes"))  # fmt: skip
         figs.append(Figure("fuzz crashes (must be 0) vs one crash", all_crashes, 1.0, "crashes", target=1.01, lower_is_better=True,

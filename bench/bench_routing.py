@@ -3,7 +3,8 @@ end to end on a local lake (read new episodes, GX suite, validators, verdicts, s
 
 Figures (each against a baseline measured in the same run):
 - routing rate vs the 50,000 episodes/s target (baseline: the target itself, so ratio >= 1 means met), with the
-  per-episode `check` loop's rate in the note;
+  rate without the GX suite, the per-episode `check` loop's rate and the 1-minute load average in the note (the
+  machine is shared: a busy core halves the rate);
 - columnar validation vs the per-episode `check` loop on a sample (the reason for the columnar design);
 - GX suite time as a share of routing time (<= 25%);
 - near-duplicate dedup throughput on its own, vs the exact dedup's.
@@ -71,10 +72,12 @@ def run() -> list[Figure]:
         t = time.perf_counter()
         route_round(lake, 1, policy=policy, progress=lambda s, i: stages.setdefault(s, time.perf_counter() - t))
         total = time.perf_counter() - t
+        load = os.getloadavg()[0]
         rate = n / total
         gx = stages["dq"] - stages["loaded"]
         gx_share = gx / (total - gx)
-        console.print(f"routed {n:,} in {total:.1f} s ({rate:,.0f}/s); stages: " + ", ".join(f"{k}={v:.1f}s" for k, v in stages.items()))
+        console.print(f"routed {n:,} in {total:.1f} s ({rate:,.0f}/s, {n / (total - gx):,.0f}/s without GX; load {load:.1f}); stages: "
+                      + ", ".join(f"{k}={v:.1f}s" for k, v in stages.items()))  # fmt: skip
 
         # near-dup on its own vs exact
         nb = EpisodeBatch(synthetic_rollouts(20_000 if not quick() else 5_000, 7, screenshots=pool))
@@ -87,7 +90,7 @@ def run() -> list[Figure]:
         near_rate = nb.n / (time.perf_counter() - t)
     return [
         Figure("validate+route, structural + exact dedup (episodes/s)", rate, TARGET, "ep/s", target=1.0,
-               note=f"N={n:,} x 20 steps, 2 cores; check() loop: {loop_rate:,.0f} ep/s"),  # fmt: skip
+               note=f"N={n:,} x 20 steps, 2 cores, load {load:.1f}; {n / (total - gx):,.0f} ep/s without GX; check() loop: {loop_rate:,.0f} ep/s"),  # fmt: skip
         Figure("columnar check_batch vs per-episode check loop", col_rate, loop_rate, "ep/s", target=10.0),
         Figure("GX suite overhead (share of routing time)", gx_share, 0.25, "", target=1.0, lower_is_better=True,
                note=f"GX {gx:.2f} s of {total:.1f} s"),  # fmt: skip

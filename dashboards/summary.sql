@@ -10,8 +10,8 @@ SELECT
     l.round                              AS measured_round,
     l.pass_rate, l.pass_rate_lo, l.pass_rate_hi, l.n_new,
     l.eval_pass_rate, l.eval_pass_rate_lo, l.eval_pass_rate_hi, l.eval_n,
-    (SELECT count(*) FROM sft)           AS sft_size,
-    (SELECT count(*) FROM ct)            AS ct_size,
+    (SELECT count(*) FROM sft_thin)      AS sft_size,
+    (SELECT count(*) FROM ct_thin)       AS ct_size,
     (SELECT count(*) FROM episodes)      AS episodes,
     (SELECT count(*) FROM quarantine)    AS quarantined
 FROM (SELECT 1) AS one

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from storage.lake import Lake
 from training import demo as D
+from training.envs import close_backends
 
 
 @task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -44,30 +45,34 @@ def evaluate_task(lake: str, round: int, cfg: D.DemoConfig, on_step: Any = None)
 
 @flow(name="flywheel_demo")
 def flywheel_demo(lake: str, rounds: int = 3, cfg: D.DemoConfig | None = None, say: D.Say | None = None) -> list[dict[str, Any]]:
-    """Cold start (round 0), then `rounds` rounds of sample -> route -> CT when due -> SFT -> RL -> evaluate."""
+    """Cold start (round 0), then `rounds` rounds of sample -> route -> CT when due -> SFT -> RL -> evaluate, in the
+    environment backend `cfg.env` (the sandbox, or MiniWoB++ in a browser pool closed when the flow ends)."""
     cfg = cfg or D.DemoConfig()
     say = say or D._quiet
     Lake.open(lake, create=True)
     landing = str(D.landing_for(lake))
-    for r in range(0, rounds + 1):
-        if r == 0:
+    try:
+        for r in range(0, rounds + 1):
+            if r == 0:
+                t = time.perf_counter()
+                say("stage", {"round": 0, "stage": "ingest", "info": cold_start_task(lake, landing, cfg, say)})
+                D.record_stage(Lake.open(lake), 0, "ingest", t)
+            else:
+                t = time.perf_counter()
+                info = sample_task(lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "sample", "n": n}))
+                D.record_stage(Lake.open(lake), r, "sample", t)
+                say("stage", {"round": r, "stage": "sample", "info": info})
             t = time.perf_counter()
-            say("stage", {"round": 0, "stage": "ingest", "info": cold_start_task(lake, landing, cfg, say)})
-            D.record_stage(Lake.open(lake), 0, "ingest", t)
-        else:
+            say("stage", {"round": r, "stage": "route", "info": route_task(lake, r)})
+            D.record_stage(Lake.open(lake), r, "route", t)
             t = time.perf_counter()
-            info = sample_task(lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "sample", "n": n}))
-            D.record_stage(Lake.open(lake), r, "sample", t)
-            say("stage", {"round": r, "stage": "sample", "info": info})
-        t = time.perf_counter()
-        say("stage", {"round": r, "stage": "route", "info": route_task(lake, r)})
-        D.record_stage(Lake.open(lake), r, "route", t)
-        t = time.perf_counter()
-        jobs = train_task(lake, r, cfg, lambda s, i, loss, r=r: say("tick", {"round": r, "stage": s, "i": i, "loss": loss}))
-        D.record_stage(Lake.open(lake), r, "train", t)
-        say("stage", {"round": r, "stage": "train", "info": jobs})
-        t = time.perf_counter()
-        ev = evaluate_task(lake, r, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "eval", "n": n}))
-        D.record_stage(Lake.open(lake), r, "eval", t)
-        say("stage", {"round": r, "stage": "eval", "info": ev})
+            jobs = train_task(lake, r, cfg, lambda s, i, loss, r=r: say("tick", {"round": r, "stage": s, "i": i, "loss": loss}))
+            D.record_stage(Lake.open(lake), r, "train", t)
+            say("stage", {"round": r, "stage": "train", "info": jobs})
+            t = time.perf_counter()
+            ev = evaluate_task(lake, r, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "eval", "n": n}))
+            D.record_stage(Lake.open(lake), r, "eval", t)
+            say("stage", {"round": r, "stage": "eval", "info": ev})
+    finally:
+        close_backends()  # the browsers of --env miniwob
     return D.rounds_table(Lake.open(lake))

@@ -9,6 +9,7 @@ training stages do not (a retry would train twice — a failed round is resumed 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,20 @@ def _ctx(lake: str, round: int, landing: str | None, cfg: RoundConfig | None) ->
     return RoundContext(Lake.open(lake), round, Path(landing or get_settings().landing), cfg or RoundConfig())
 
 
+def _publish_summary(round: int) -> Callable[[dict[str, Any]], None]:
+    def publish(info: dict[str, Any]) -> None:
+        link = f"\n\nDashboard: file://{info['dashboard']}" if info.get("dashboard") else ""
+        create_markdown_artifact(info["markdown"] + link, key=f"flywheel-round-{round}", description=f"Flywheel round {round}")
+
+    return publish
+
+
 @task(task_run_name="round {round}: {stage}")
 def stage_task(lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None) -> dict[str, Any]:
-    info = run_stage(_ctx(lake, round, landing, cfg), stage, Path(dashboard) if dashboard else None)
+    """One stage; the summary stage also publishes the round's markdown artifact (part of the stage, so a Prefect
+    API that is down when it is published fails the stage, and the task's retries ride out a short outage)."""
+    publish = _publish_summary(round) if stage == "summary" else None
+    info = run_stage(_ctx(lake, round, landing, cfg), stage, Path(dashboard) if dashboard else None, publish)
     get_run_logger().info("round %s: %s done %s", round, stage, {k: v for k, v in info.items() if k != "markdown"})
     return info
 
@@ -86,10 +98,33 @@ def flywheel_round(
                 t = stage_task.with_options(retries=_RETRIES.get(stage, 0), retry_delay_seconds=[2, 10])
                 info = t(lake, r, stage, landing, cfg, dashboard)
             out["stages"][stage] = {k: v for k, v in info.items() if k != "markdown"}
-            if stage == "summary":
-                link = f"\n\nDashboard: file://{info['dashboard']}" if info.get("dashboard") else ""
-                create_markdown_artifact(info["markdown"] + link, key=f"flywheel-round-{r}", description=f"Flywheel round {r}")
         return out
+
+
+class PrefectAPIDown(ValueError):
+    """The Prefect API stopped answering (after the client's retries) while a round ran: a one-line CLI error."""
+
+
+def prefect_api_failure(e: BaseException) -> str | None:
+    """`Type: message` of the Prefect API failure at the root of `e` (a request to PREFECT_API_URL that could not
+    connect, timed out or got a 5xx after the client's retries), or None when `e` is something else."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    api = (PREFECT_API_URL.value() or "").rstrip("/")
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen and api:
+        seen.add(id(x))
+        if isinstance(x, httpx.TransportError) or (isinstance(x, httpx.HTTPStatusError) and x.response.status_code >= 500):
+            try:
+                url = str(x.request.url)
+            except RuntimeError:  # an httpx error raised without its request
+                url = ""
+            if url.startswith(api):
+                return f"{type(x).__name__}: {x}"
+        x = x.__cause__ or x.__context__
+    return None
 
 
 def _pick_round(lk: Lake, round: int | None, resume: bool, cfg: RoundConfig) -> int:

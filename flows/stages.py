@@ -73,7 +73,8 @@ def mark(lake: Lake, round: int, stage: str, status: str, **info: Any) -> None:
     from validators.routing import update_round
 
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    entry = {**stage_status(lake, round).get(stage, {}), "status": status, **info}
+    before = {k: v for k, v in stage_status(lake, round).get(stage, {}).items() if k != "error"}  # a retry's old error
+    entry = {**before, "status": status, **info}
     entry["started_at" if status == "running" else "finished_at"] = now
     update_round(lake, round, stage_status={stage: entry})
 
@@ -292,8 +293,14 @@ def round_markdown(lake: Lake, round: int) -> str:
     return "\n".join(lines)
 
 
-def run_stage(ctx: RoundContext, stage: str, dashboard: Path | None = None) -> dict[str, Any]:
-    """Run one stage with its status kept in `rounds` (running -> done | failed)."""
+def run_stage(ctx: RoundContext, stage: str, dashboard: Path | None = None,
+              publish: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run one stage with its status kept in `rounds` (running -> done | failed).
+
+    `publish(info)` (the round flow's Prefect artifact) runs before the stage counts as done: if it fails (the
+    Prefect API is down), the stage is failed, and `resume` redoes it rather than finding a round that is done
+    without its summary.
+    """
     mark(ctx.lake, ctx.round, stage, "running")
     t0 = time.perf_counter()
     try:
@@ -311,6 +318,8 @@ def run_stage(ctx: RoundContext, stage: str, dashboard: Path | None = None) -> d
             info = stage_summary(ctx, dashboard)
         else:
             raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+        if publish is not None:
+            publish(info)
     except BaseException as e:
         mark(ctx.lake, ctx.round, stage, "failed", error=f"{type(e).__name__}: {e}"[:500],
              seconds=round(time.perf_counter() - t0, 2))  # fmt: skip

@@ -28,3 +28,9 @@ def quiet_prefect_console() -> None:
 
     if os.environ.get("FLYWHEEL_DEBUG") != "1":
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+        # Prefect's own services (events, API logs) report each item they could not send while the API is down, one
+        # multi-kilobyte line each (the `debug` handler), or write straight to stderr (logging.raiseExceptions).
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_DEBUG_LEVEL", "CRITICAL")
+        import logging
+
+        logging.raiseExceptions = False

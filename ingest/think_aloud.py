@@ -266,9 +266,19 @@ def read_input(folder: Path, uri: str) -> SessionData:
 # --- screens ----------------------------------------------------------------------------------------------------
 
 
+def _image_errors() -> tuple[type[Exception], ...]:
+    """What Pillow raises on a corrupt image: OSError (UnidentifiedImageError), but also SyntaxError, ValueError
+    (e.g. "Truncated IHDR chunk"), EOFError and struct.error from its format plugins, and DecompressionBombError."""
+    import struct
+
+    from PIL import Image
+
+    return (OSError, SyntaxError, ValueError, EOFError, struct.error, Image.DecompressionBombError)
+
+
 def _screen_size(s: SessionData) -> tuple[int, int]:
     """Pixel size of the stored screenshots (the coordinate space of the actions)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     m = s.manifest
     if m.screenshots:
@@ -278,8 +288,8 @@ def _screen_size(s: SessionData) -> tuple[int, int]:
         try:
             with Image.open(p) as im:
                 return im.size
-        except (UnidentifiedImageError, OSError) as e:
-            raise IngestError("screenshot_corrupt", f"screenshot {m.screenshots[0].file}: {e}", m.screenshots[0].file) from None
+        except _image_errors() as e:
+            raise IngestError("screenshot_corrupt", f"screenshot {m.screenshots[0].file}: {str(e)[:120]}", m.screenshots[0].file) from None
     info = probe(_inside(s.folder, m.video or "", "video"))
     if info.width <= 0 or info.height <= 0:
         raise IngestError("video_no_frames", "the video stream has no frame size")
@@ -288,7 +298,7 @@ def _screen_size(s: SessionData) -> tuple[int, int]:
 
 def _bundle_shots(s: SessionData, times: Sequence[float]) -> list[bytes]:
     """For each action time, the bundle screenshot taken last at or before it (the first one if none is)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     m = s.manifest
     off = m.offset("screenshots")
@@ -309,7 +319,7 @@ def _bundle_shots(s: SessionData, times: Sequence[float]) -> list[bytes]:
             try:
                 with Image.open(io.BytesIO(data)) as im:
                     im.load()
-            except (UnidentifiedImageError, OSError, SyntaxError) as e:
+            except _image_errors() as e:
                 raise IngestError("screenshot_corrupt", f"screenshot {rel} does not decode: {str(e)[:120]}", rel) from None
             cache[rel] = data
         out.append(cache[rel])

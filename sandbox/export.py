@@ -24,6 +24,9 @@ from schemas.actions import ActionError, parse_action
 
 #: Env outcome -> rollout termination / annotation outcome (both formats lack "ended": the task reached a
 #: terminal state on its own, which for a rollout is a finished episode).
+#: The app and platform written into every export (another backend passes its own: sandbox/miniwob/export.py).
+APP, PLATFORM = "flywheel-sandbox", "sandbox"
+
 TERMINATION = {"finished": "finished", "ended": "finished", "step_limit": "step_limit", "unreadable_action": "unreadable_action"}
 ANNOTATION_OUTCOME = {"finished": "finished", "ended": "ended", "step_limit": "step_limit"}
 
@@ -75,9 +78,11 @@ def write_think_aloud(
     annotator_id: str | None = None,
     speech: bool = True,
     archive: str | None = None,
+    app: str = APP,
+    platform: str = PLATFORM,
 ) -> Path:
     """One attempt -> one think-aloud bundle (folder, or .zip/.tar.gz with `archive`). Screenshots are
-    included when the attempt was run with screenshots=True."""
+    included when the attempt was run with screenshots=True. `app`/`platform` name the environment backend."""
     from ingest.formats.bundle import BundleManifest, ScriptedStep, build_think_aloud_bundle
 
     t = a.task
@@ -85,7 +90,7 @@ def write_think_aloud(
     m = BundleManifest(
         session_id=sid, instruction=t.instruction, screen_width=t.width, screen_height=t.height,
         annotator_id=annotator_id or f"sandbox-{a.policy}", group=a.policy if a.policy in ("expert", "novice") else None,
-        task_id=t.task_id, app="flywheel-sandbox", platform="sandbox", meta=_meta(a),
+        task_id=t.task_id, app=app, platform=platform, meta=_meta(a),
     )  # fmt: skip
     steps = [ScriptedStep(s.thought, action_events(s.action), s.screenshot) for s in a.steps]
     return build_think_aloud_bundle(Path(out_dir) / sid, m, steps, archive=archive, speech=speech)
@@ -97,6 +102,8 @@ def write_annotations(
     annotator: str = "sandbox-annotator",
     model_version: str = "sandbox-novice",
     session: str | None = None,
+    app: str = APP,
+    platform: str = PLATFORM,
 ) -> Path:
     """Attempts run with demonstrators.Interactive -> one interactive-annotation session file."""
     from ingest.formats.annotations import AnnotatedEpisode, AnnotatedStep, AnnotationSession, Override, write_annotation_session
@@ -118,7 +125,7 @@ def write_annotations(
         eps.append(
             AnnotatedEpisode(
                 task_id=t.task_id, instruction=t.instruction, steps=tuple(steps), task_family=t.family,
-                difficulty=t.level, reference_answer=t.reference_answer, app="flywheel-sandbox", platform="sandbox",
+                difficulty=t.level, reference_answer=t.reference_answer, app=app, platform=platform,
                 screen_width=t.width, screen_height=t.height, outcome=ANNOTATION_OUTCOME.get(a.outcome, "unknown"),
                 final_answer=a.final_answer,
             )  # fmt: skip
@@ -133,6 +140,8 @@ def to_rollout(
     group_id: str | None = None,
     run_id: str | None = None,
     logprobs: Sequence[tuple[float | None, Sequence[float] | None]] | None = None,
+    app: str = APP,
+    platform: str = PLATFORM,
 ) -> Any:
     """One attempt -> an ingest.formats.rollouts.RolloutAttempt. `logprobs[i] = (sum, per-token)` per step,
     for model policies that have them."""
@@ -151,7 +160,7 @@ def to_rollout(
         policy_version=policy_version, instruction=t.instruction, steps=tuple(steps),
         termination=TERMINATION.get(a.outcome, "finished"), reward=a.reward, passed=a.passed,  # type: ignore[arg-type]
         final_answer=a.final_answer, task_family=t.family, difficulty=t.level, reference_answer=t.reference_answer,
-        app="flywheel-sandbox", platform="sandbox", screen_width=t.width, screen_height=t.height, run_id=run_id,
+        app=app, platform=platform, screen_width=t.width, screen_height=t.height, run_id=run_id,
     )  # fmt: skip
 
 

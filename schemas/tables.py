@@ -83,14 +83,22 @@ _EPISODE_FIELDS = [
 ]
 
 EPISODES = pa.schema(_EPISODE_FIELDS)
-SFT = pa.schema(_EPISODE_FIELDS + [pa.field("round_routed", pa.int32(), nullable=False)])
-CT = pa.schema(
-    _EPISODE_FIELDS
-    + [
-        pa.field("round_routed", pa.int32(), nullable=False),
-        pa.field("reasons", pa.list_(pa.string()), nullable=False),
-    ]
-)
+
+#: The piles are thin (schema version 2): membership and routing columns plus the small flat episode columns that
+#: pile queries group and filter on (round, source, task, family, difficulty), never the steps. The full episode is
+#: the row of `episodes` with the same episode_id (storage.piles.read_pile, and the `sft` / `ct` DuckDB views, join
+#: them): routing writes a few bytes per episode instead of copying every step, and an episode's content lives in
+#: one place. `content_key` is the exact-dedup key of the episode under `content_key_version` (the ExactDedup version
+#: that computed it), so the dedup index of the piles is read from the piles themselves; null when routed without it.
+#: PILE_EPISODE_COLUMNS: the columns a pile row shares with its episode (same name, same value).
+PILE_EPISODE_COLUMNS = ("episode_id", "round", "source", "task_id", "task_family", "difficulty")
+_PILE_FIELDS = [f for f in _EPISODE_FIELDS if f.name in PILE_EPISODE_COLUMNS] + [
+    pa.field("round_routed", pa.int32(), nullable=False),
+    pa.field("content_key", pa.string()),
+    pa.field("content_key_version", pa.string()),
+]
+SFT = pa.schema(_PILE_FIELDS)
+CT = pa.schema(_PILE_FIELDS + [pa.field("reasons", pa.list_(pa.string()), nullable=False)])
 
 SESSIONS = pa.schema(
     [
@@ -241,6 +249,10 @@ class TableSpec:
     version: int = 1
     partition_by: tuple[str, ...] = ()
     doc: str = ""
+    #: Columns the key determines (every row with a given key has the same values there). An append then looks for
+    #: existing keys only among rows with the batch's values of these columns, so Delta's file statistics skip every
+    #: other file instead of reading the whole key column. Only for tables whose writers guarantee it.
+    key_scope: tuple[str, ...] = ()
 
 
 TABLES: dict[str, TableSpec] = {
@@ -248,9 +260,13 @@ TABLES: dict[str, TableSpec] = {
     for t in [
         TableSpec("sessions", SESSIONS, ("session_id",), doc="one row per uploaded bundle or file"),
         TableSpec("episodes", EPISODES, ("episode_id",), doc="one row per trajectory"),
-        TableSpec("verdicts", VERDICTS, ("episode_id", "validator", "version"), doc="one row per (episode, validator)"),
-        TableSpec("sft", SFT, ("episode_id",), doc="passed episodes: the SFT pile"),
-        TableSpec("ct", CT, ("episode_id",), doc="failed episodes with reasons: the CT pile"),
+        # verdicts, sft, ct: routing only ever judges and routes an episode in its own round (episodes.round)
+        TableSpec("verdicts", VERDICTS, ("episode_id", "validator", "version"), doc="one row per (episode, validator)",
+                  key_scope=("round",)),  # fmt: skip
+        TableSpec("sft", SFT, ("episode_id",), version=2, doc="passed episodes (thin rows; full episode in episodes): the SFT pile",
+                  key_scope=("round",)),  # fmt: skip
+        TableSpec("ct", CT, ("episode_id",), version=2, doc="failed episodes with reasons (thin rows; full episode in episodes): the CT pile",
+                  key_scope=("round",)),  # fmt: skip
         TableSpec("quarantine", QUARANTINE, ("quarantine_id",), doc="inputs that could not become episodes"),
         TableSpec("rounds", ROUNDS, ("round",), doc="one row per flywheel round (upserted)"),
         TableSpec("training_runs", TRAINING_RUNS, ("run_id",), doc="one row per training job"),

@@ -67,6 +67,12 @@ _PILE_COLS = {
     "round_routed": "round in which routing put the episode in this pile",
     "reasons": "failure reason codes (validator:reason) that sent the episode to CT",
 }
+_THIN_COLS = {
+    **{c: _EPISODE_COLS[c] for c in ("episode_id", "round", "source", "task_id", "task_family", "difficulty")},
+    "round_routed": _PILE_COLS["round_routed"],
+    "content_key": "exact-dedup content key of the episode (validators/dedup.py); null when routed without exact dedup",
+    "content_key_version": "version of the exact-dedup validator that computed content_key",
+}
 _STEP_COLS = {
     "index": "step number within the episode, from 0",
     "t_start": "step start, seconds from the episode start",
@@ -99,6 +105,8 @@ TABLE_COLUMN_DOCS: dict[str, dict[str, str]] = {
     "episodes": _EPISODE_COLS,
     "sft": {**_EPISODE_COLS, "round_routed": _PILE_COLS["round_routed"]},
     "ct": {**_EPISODE_COLS, **_PILE_COLS},
+    "sft_thin": _THIN_COLS,
+    "ct_thin": {**_THIN_COLS, "reasons": _PILE_COLS["reasons"]},
     "sessions": {
         "session_id": "the bundle's session id (or the file's, for record sources)",
         "source": "think_aloud | interactive | rollout",
@@ -217,7 +225,15 @@ TABLE_COLUMN_DOCS: dict[str, dict[str, str]] = {
     },
 }
 
-TABLE_DOCS: dict[str, str] = {n: t.doc for n, t in TABLES.items()}
+TABLE_DOCS: dict[str, str] = {
+    **{n: t.doc for n, t in TABLES.items()},
+    "sft": "the SFT pile: every passed episode in full (sft_thin joined to episodes)",
+    "ct": "the CT pile: every failed episode in full, with its reasons (ct_thin joined to episodes)",
+    "sft_thin": "the SFT pile as stored: one thin row per passed episode (join episodes for the rest)",
+    "ct_thin": "the CT pile as stored: one thin row per failed episode, with its reasons",
+}
+#: Every name a connection registers for the lake's tables, in catalog order (the piles: view, then stored rows).
+REGISTERED = tuple(x for n in TABLES for x in ((n, f"{n}_thin") if n in ("sft", "ct") else (n,)))
 
 # ---------------------------------------------------------------------------------------- convenience views
 _STEP_SELECT = ",\n       ".join(
@@ -255,8 +271,8 @@ SELECT e.episode_id, e.session_id, e.source, e.round, e.task_id, e.task_family, 
        {_STEP_SELECT}
 FROM episodes e
 CROSS JOIN UNNEST(e.steps) AS s(step)
-LEFT JOIN (SELECT DISTINCT episode_id FROM sft) sft ON sft.episode_id = e.episode_id
-LEFT JOIN (SELECT DISTINCT episode_id FROM ct) ct ON ct.episode_id = e.episode_id
+LEFT JOIN (SELECT DISTINCT episode_id FROM sft_thin) sft ON sft.episode_id = e.episode_id
+LEFT JOIN (SELECT DISTINCT episode_id FROM ct_thin) ct ON ct.episode_id = e.episode_id
 """,
         {"pile": "sft | ct | null (not routed yet)", "step_index": _STEP_COLS["index"]},
     ),
@@ -281,9 +297,9 @@ GROUP BY round, validator, version, passed, reason
         ("sft", "ct"),
         """
 WITH r AS (
-  SELECT round, source, TRUE AS passed FROM sft
+  SELECT round, source, TRUE AS passed FROM sft_thin
   UNION ALL
-  SELECT round, source, FALSE AS passed FROM ct
+  SELECT round, source, FALSE AS passed FROM ct_thin
 )
 SELECT round, coalesce(source, 'all') AS source, count(*) AS n_routed,
        count(*) FILTER (WHERE passed) AS n_pass, count(*) FILTER (WHERE NOT passed) AS n_fail,
@@ -307,7 +323,7 @@ GROUP BY GROUPING SETS ((round, source), (round))
 WITH added AS (
   SELECT round_routed AS round, count(*) FILTER (WHERE pile = 'sft') AS sft_added,
          count(*) FILTER (WHERE pile = 'ct') AS ct_added
-  FROM (SELECT round_routed, 'sft' AS pile FROM sft UNION ALL SELECT round_routed, 'ct' AS pile FROM ct)
+  FROM (SELECT round_routed, 'sft' AS pile FROM sft_thin UNION ALL SELECT round_routed, 'ct' AS pile FROM ct_thin)
   GROUP BY round_routed
 )
 SELECT round, sft_added, ct_added,
@@ -402,7 +418,7 @@ SELECT l.episode_id, any_value(p.round) AS round, any_value(p.source) AS source,
        count(*) AS n_auditors, bool_and(l.verdict = 'good') AS good,
        string_agg(l.auditor, ',' ORDER BY l.auditor) AS auditors, max(l.recorded_at) AS recorded_at
 FROM latest l
-JOIN sft p ON p.episode_id = l.episode_id
+JOIN sft_thin p ON p.episode_id = l.episode_id
 LEFT JOIN (
   SELECT episode_id,
          string_agg(DISTINCT validator || '@' || version, '+' ORDER BY validator || '@' || version) AS validators
@@ -458,12 +474,14 @@ def define_analyst_views(con: duckdb.DuckDBPyConnection, tables: Iterable[str] |
     con.execute(
         """CREATE OR REPLACE VIEW lake_columns AS
            SELECT c.table_name, c.column_index, c.column_name, c.data_type, c.comment AS description
-           FROM duckdb_columns() c WHERE c.table_name NOT IN ('lake_columns', 'lake_views') AND NOT c.internal;
+           FROM duckdb_columns() c WHERE c.table_name NOT IN ('lake_columns', 'lake_views') AND NOT c.internal
+             AND NOT starts_with(c.table_name, '_');
            CREATE OR REPLACE VIEW lake_views AS
            SELECT view_name AS name, comment AS description FROM duckdb_views()
-           WHERE NOT internal AND view_name NOT IN ('lake_columns', 'lake_views')"""
+           WHERE NOT internal AND view_name NOT IN ('lake_columns', 'lake_views') AND NOT starts_with(view_name, '_')"""
     )
-    docs = [(n, TABLE_DOCS[n], TABLE_COLUMN_DOCS[n]) for n in TABLES if n in present]
+    piles = {f"{n}_thin" for n in ("sft", "ct") if n in present}
+    docs = [(n, TABLE_DOCS[n], TABLE_COLUMN_DOCS[n]) for n in REGISTERED if n in present | piles]
     docs += [(v.name, v.doc, view_column_docs(v)) for v in made]
     cols = set(con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal").fetchall())
     stmts = [f"COMMENT ON VIEW {name} IS {_q(doc)}" for name, doc, _ in docs]
@@ -492,7 +510,7 @@ def scan_table(lake: Lake, name: str, version: int | None = None):  # noqa: ANN2
 def column_reference(con: duckdb.DuckDBPyConnection) -> str:
     """Markdown of every table's and view's columns with their types and descriptions (for docs/queries.md)."""
     lines: list[str] = []
-    names = [*TABLES, *VIEW_NAMES]
+    names = [*REGISTERED, *VIEW_NAMES]
     for name in names:
         rows = con.execute(
             "SELECT column_name, data_type, comment FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
@@ -501,7 +519,7 @@ def column_reference(con: duckdb.DuckDBPyConnection) -> str:
         if not rows:
             continue
         doc = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()
-        kind = "view" if name in VIEW_NAMES else "table"
+        kind = "view" if name in VIEW_NAMES else ("pile view: the thin rows joined to episodes" if name in ("sft", "ct") else "table")
         lines += [f"### `{name}` ({kind})", "", (doc[0] if doc and doc[0] else ""), "", "| column | type | meaning |", "| --- | --- | --- |"]
         for col, typ, comment in rows:
             short = typ if len(typ) <= 40 else ("STRUCT(...)[]" if typ.endswith("[]") else typ.split("(")[0] + "(...)")

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from schemas.tables import TABLES
 from storage.errors import LakeError
 from storage.lake import Lake
+from storage.views import registered_name
 
 #: How many example ids a violation lists.
 EXAMPLES = 5
@@ -86,14 +87,15 @@ def check_duplicates(lake: Lake, con: Any, report: CheckReport) -> None:
         if n < 2:
             continue
         key = ", ".join(_q(k) for k in ts.key)
-        cand = _rows(con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {_q(name)}) GROUP BY h HAVING count(*) > 1 LIMIT 100000")
+        reg = _q(registered_name(name))  # the stored rows (the piles' own names are views over a join)
+        cand = _rows(con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1 LIMIT 100000")
         if not cand:
             continue
         hs = ", ".join(str(h) for (h,) in cand)
         label = " || '/' || ".join(f"CAST({_q(k)} AS VARCHAR)" for k in ts.key)
         dups = _rows(
             con,
-            f"SELECT {label} AS k, count(*) AS n FROM {_q(name)} WHERE hash({key}) IN ({hs}) GROUP BY ALL HAVING count(*) > 1 ORDER BY k",
+            f"SELECT {label} AS k, count(*) AS n FROM {reg} WHERE hash({key}) IN ({hs}) GROUP BY ALL HAVING count(*) > 1 ORDER BY k",
         )
         if dups:
             extra = sum(int(c) - 1 for _, c in dups)
@@ -115,16 +117,16 @@ def _violation_from(con: Any, code: str, table: str, sql: str, message: str) -> 
 def check_piles(lake: Lake, con: Any, report: CheckReport) -> None:
     """Every routed episode in exactly one pile, every pile row an episode, every episode of a routed round routed."""
     found = [
-        _violation_from(con, "pile_overlap", "sft+ct", "SELECT episode_id FROM sft INTERSECT SELECT episode_id FROM ct",
+        _violation_from(con, "pile_overlap", "sft+ct", "SELECT episode_id FROM sft_thin INTERSECT SELECT episode_id FROM ct_thin",
                         "episode(s) in both the SFT and the CT pile"),
-        _violation_from(con, "pile_orphan", "sft", "SELECT episode_id FROM sft EXCEPT SELECT episode_id FROM episodes",
+        _violation_from(con, "pile_orphan", "sft", "SELECT episode_id FROM sft_thin EXCEPT SELECT episode_id FROM episodes",
                         "SFT row(s) whose episode is not in the episodes table"),
-        _violation_from(con, "pile_orphan", "ct", "SELECT episode_id FROM ct EXCEPT SELECT episode_id FROM episodes",
+        _violation_from(con, "pile_orphan", "ct", "SELECT episode_id FROM ct_thin EXCEPT SELECT episode_id FROM episodes",
                         "CT row(s) whose episode is not in the episodes table"),
         _violation_from(
             con, "unrouted", "episodes",
             "SELECT episode_id FROM episodes WHERE round IN (SELECT round FROM rounds WHERE n_new IS NOT NULL) "
-            "EXCEPT SELECT episode_id FROM sft EXCEPT SELECT episode_id FROM ct",
+            "EXCEPT SELECT episode_id FROM sft_thin EXCEPT SELECT episode_id FROM ct_thin",
             "episode(s) of a routed round in neither pile (run `flywheel route --round R` again)",
         ),
     ]  # fmt: skip
@@ -138,11 +140,11 @@ def check_rounds(lake: Lake, con: Any, report: CheckReport) -> None:
         con,
         """
         WITH e AS (SELECT round, count(*) AS n FROM episodes GROUP BY round),
-             s AS (SELECT round_routed AS round, count(*) AS n FROM sft GROUP BY round_routed),
-             c AS (SELECT round_routed AS round, count(*) AS n FROM ct GROUP BY round_routed),
+             s AS (SELECT round_routed AS round, count(*) AS n FROM sft_thin GROUP BY round_routed),
+             c AS (SELECT round_routed AS round, count(*) AS n FROM ct_thin GROUP BY round_routed),
              cum AS (SELECT r.round,
-                            (SELECT count(*) FROM sft WHERE round_routed <= r.round) AS sft_upto,
-                            (SELECT count(*) FROM ct WHERE round_routed <= r.round) AS ct_upto
+                            (SELECT count(*) FROM sft_thin WHERE round_routed <= r.round) AS sft_upto,
+                            (SELECT count(*) FROM ct_thin WHERE round_routed <= r.round) AS ct_upto
                      FROM rounds r WHERE r.n_new IS NOT NULL)
         SELECT r.round, r.n_new, r.n_pass, r.n_fail, coalesce(e.n, 0), coalesce(s.n, 0), coalesce(c.n, 0),
                r.sft_size, r.ct_size, cum.sft_upto, cum.ct_upto

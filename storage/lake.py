@@ -136,6 +136,31 @@ def _compatible(src: pa.DataType, dst: pa.DataType) -> bool:
     return False
 
 
+def _key_scope(ts: TableSpec, batch: pa.Table) -> pc.Expression | None:
+    """The filter `batch`'s keys can only exist under: its values of the table's key_scope columns (None: anywhere)."""
+    flt = None
+    for c in ts.key_scope:
+        col = batch.column(c)
+        if col.null_count:
+            return None
+        e = pc.field(c).isin(pc.unique(col))
+        flt = e if flt is None else flt & e
+    return flt
+
+
+def _has_duplicate_keys(table: pa.Table, key: tuple[str, ...]) -> bool:
+    """Whether a key occurs twice in `table`. Distinct 64-bit row hashes (Polars, multi-threaded) prove it does not,
+    several times faster than counting distinct joined key strings on the million-row verdict batches routing
+    writes; only a repeated hash (a duplicate, or a collision) pays for the exact check."""
+    import polars as pl
+
+    frame = pl.from_arrow(table.select(list(key)))
+    assert isinstance(frame, pl.DataFrame)
+    if frame.hash_rows().n_unique() == frame.height:
+        return False
+    return bool(frame.is_duplicated().any())
+
+
 def _key_strings(table: pa.Table, key: tuple[str, ...]) -> pa.Array:
     """One string per row identifying its key (a single key column is used as is)."""
     if len(key) == 1:
@@ -261,22 +286,32 @@ class Lake:
     def count(self, name: str, version: int | None = None) -> int:
         return self.dataset(name, version).count_rows()
 
-    def existing_keys(self, name: str, keys: pa.Array | None = None, *, dt: DeltaTable | None = None) -> pa.Array:
-        """Key strings already in the table (restricted to `keys` when given), read from `dt`'s snapshot if given."""
+    def existing_keys(
+        self, name: str, keys: pa.Array | None = None, *, dt: DeltaTable | None = None, scope: pc.Expression | None = None
+    ) -> pa.Array:
+        """Key strings already in the table (restricted to `keys` when given), read from `dt`'s snapshot if given.
+
+        `scope`: a filter that every row sharing a key with `keys` satisfies (see TableSpec.key_scope); files whose
+        statistics rule it out are not read."""
         ts = spec(name)
         dt = dt or self.delta(name)
         if not _has_rows(dt):
             return pa.array([], pa.string())
-        flt = None
+        flt = scope
         if keys is not None and len(ts.key) == 1 and len(keys) <= _KEY_FILTER_MAX:
-            flt = pc.field(ts.key[0]).isin(keys)
+            flt = pc.field(ts.key[0]).isin(keys) if flt is None else flt & pc.field(ts.key[0]).isin(keys)
         with delta_errors(f"reading keys of {name}"):
             existing = dt.to_pyarrow_dataset().to_table(columns=list(ts.key), filter=flt)
         return _key_strings(existing, ts.key)
 
     # ----------------------------------------------------------------- writes
-    def append(self, name: str, data: pa.Table | Iterable[pa.RecordBatch] | list[dict[str, Any]]) -> int:
+    def append(
+        self, name: str, data: pa.Table | Iterable[pa.RecordBatch] | list[dict[str, Any]], *, scope: pc.Expression | None = None
+    ) -> int:
         """Append rows whose key is not in the table yet; return how many were added.
+
+        `scope`: the caller's promise that no row outside it holds a key of the batch (on top of the table's
+        key_scope); the existence check then reads only rows inside it, and Delta statistics skip other files.
 
         Rows are conformed to the table schema (or refused, nothing written), deduplicated within the batch and
         against the table on the key, and written in one Delta commit. The commit carries the lake's
@@ -288,17 +323,20 @@ class Lake:
         if batch.num_rows == 0:
             return 0
         batch = conform(batch, ts)
-        keys = _key_strings(batch, ts.key)
-        if pc.count_distinct(keys).as_py() != len(keys):  # keep the first occurrence of each key in the batch
+        if _has_duplicate_keys(batch, ts.key):  # keep the first occurrence of each key in the batch
+            keys = _key_strings(batch, ts.key)
             idx = pa.table({"k": keys, "i": pa.array(range(len(keys)))}).group_by("k").aggregate([("i", "min")])
             first = idx.column("i_min")
             batch = batch.take(pc.take(first, pc.sort_indices(first)))
-            keys = _key_strings(batch, ts.key)
+        table_scope = _key_scope(ts, batch)
+        scope = table_scope if scope is None else (scope if table_scope is None else table_scope & scope)
+        single = _key_strings(batch, ts.key) if len(ts.key) == 1 else None  # for the key filter pushdown
 
         def attempt(dt: DeltaTable) -> int:
-            existing = self.existing_keys(name, keys, dt=dt)
+            existing = self.existing_keys(name, single, dt=dt, scope=scope)
             todo = batch
             if len(existing):
+                keys = single if single is not None else _key_strings(batch, ts.key)
                 seen = pc.is_in(keys, value_set=existing)
                 if pc.any(seen).as_py():  # filtering copies the nested columns: only when some key is old
                     todo = batch.filter(pc.invert(seen))

@@ -126,3 +126,36 @@ def _check_matches(lake: Lake, name: str, old: int) -> None:
 
 def _arrow_schema(lake: Lake, name: str) -> pa.Schema:
     return pa.schema(lake.delta(name).schema().to_arrow())
+
+
+def _thin_pile(name: str) -> Migration:
+    """Schema 1 -> 2 of a pile: whole episode copies become thin membership rows (schemas.tables, storage/piles.py).
+
+    One overwrite commit with the thin schema. Older versions keep their whole rows for time travel (pinned
+    exports and training runs), and storage.piles.read_pile reads either kind through the same join.
+    """
+
+    def step(lake: Lake) -> None:
+        from deltalake import write_deltalake
+
+        from storage.lake import conform, delta_errors
+
+        ts = TABLES[name]
+        have = set(_arrow_schema(lake, name).names)
+        if have == set(ts.schema.names):
+            return  # already thin (a migration interrupted after its commit)
+        rows = lake.read(name, [c for c in ts.schema.names if c in have])
+        with delta_errors(f"migrating {name} to thin rows"):
+            write_deltalake(
+                lake.table_uri(name),
+                conform(rows, ts),
+                mode="overwrite",
+                schema_mode="overwrite",
+                storage_options=lake.storage_options,
+            )
+
+    return step
+
+
+for _pile in ("sft", "ct"):
+    MIGRATIONS[(_pile, 1)] = _thin_pile(_pile)

@@ -18,13 +18,44 @@ if TYPE_CHECKING:
 Versions = int | Mapping[str, int] | None
 
 
+#: DuckDB name of the stored (thin) pile tables; the pile's own name is a view that joins them to their episodes.
+THIN = {"sft": "sft_thin", "ct": "ct_thin"}
+#: Registered only when `episodes` is pinned: the pile views join the latest episodes (immutable, append-only), so
+#: a pile pinned to an old version still shows every one of its episodes.
+_LATEST_EPISODES = "_episodes_latest"
+
+
+def registered_name(table: str) -> str:
+    """The DuckDB name under which a lake table's stored rows are registered (sft -> sft_thin, ct -> ct_thin)."""
+    return THIN.get(table, table)
+
+
+def pile_view_sql(pile: str, episodes: str = "episodes") -> str:
+    """The pile as whole episodes: every episode column, then round_routed (and reasons for CT)."""
+    extra = ", p.reasons" if pile == "ct" else ""
+    return f"SELECT e.*, p.round_routed{extra} FROM {THIN[pile]} p JOIN {episodes} e ON e.episode_id = p.episode_id"
+
+
 def connect(lake: Lake, version: Versions = None, tables: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view per table, each at its pinned version (latest otherwise)."""
+    """An in-memory DuckDB connection with a view per table, each at its pinned version (latest otherwise).
+
+    The piles are registered as `sft_thin` / `ct_thin` (their stored rows) and `sft` / `ct` (views joining those to
+    `episodes`: whole episodes, as an analyst expects a pile to read); asking for a pile registers `episodes` too.
+    """
     names = list(TABLES if tables is None else tables)
     pins = _pins(version, names)
+    piles = [p for p in THIN if p in names]
+    if piles and "episodes" not in names:
+        names.append("episodes")
     con = duckdb.connect()
     for name in names:
-        con.register(name, lake.dataset(name, pins.get(name)))
+        con.register(registered_name(name), lake.dataset(name, pins.get(name)))
+    if piles:
+        episodes = "episodes"
+        if "episodes" in pins:
+            con.register(_LATEST_EPISODES, lake.dataset("episodes"))
+            episodes = _LATEST_EPISODES
+        con.execute(";\n".join(f"CREATE VIEW {p} AS {pile_view_sql(p, episodes)}" for p in piles))
     from storage.analyst_views import define_analyst_views
 
     if names:  # (define_analyst_views reads an empty list as "all tables")
@@ -51,6 +82,7 @@ def referenced_tables(query: str) -> set[str]:
         names = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
     from storage.analyst_views import tables_behind
 
+    names |= {t for t, thin in THIN.items() if thin in names}
     return (names | tables_behind(names)) & set(TABLES)
 
 

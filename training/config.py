@@ -61,7 +61,9 @@ class PromptConfig:
     max_thought_words: int = 16  # thoughts longer than this are cut in targets (keeps generation short)
     #: "expert": the demonstrator's own thought (clipped); "target": a fixed template naming the element the action
     #: points at exactly as the screen lists it (`button "Save"`), so the coordinates to write follow those same
-    #: tokens in the observation - copying them is one attention hop for a small model.
+    #: tokens in the observation - copying them is one attention hop for a small model; "line": that element's whole
+    #: line (`button "Save" (80,48)`), so the thought continues a span of the screen and the action copies the
+    #: centre from a fixed distance back (see docs/training.md for what each measured).
     thought_style: str = "expert"
     #: Steps without a text observation (think-aloud recordings have only screenshots) are not training examples
     #: for a text policy: it would learn to act on a screen it cannot see.

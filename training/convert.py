@@ -41,7 +41,7 @@ def to_attempt(tr: Trajectory, round: int, run_id: str | None = None) -> Rollout
         policy_version=tr.policy_version, instruction=t.instruction, steps=steps, termination=tr.termination,  # type: ignore[arg-type]
         reward=env_reward(tr), passed=tr.passed, final_answer=tr.final_answer, task_family=t.family,
         difficulty=t.level, reference_answer=t.reference_answer, screen_width=t.screen_width,
-        screen_height=t.screen_height, app="sandbox", platform="sandbox", run_id=run_id,
+        screen_height=t.screen_height, app=t.app, platform=t.platform, run_id=run_id,
     )
 
 
@@ -55,7 +55,7 @@ def to_episode(tr: Trajectory, round: int = 0) -> Episode:
     )
     return Episode(
         session_id=f"policy-{tr.policy_version}", source="rollout", task_id=t.task_id, instruction=t.instruction,
-        steps=steps, round=round, task_family=t.family, difficulty=t.level, app="sandbox", platform="sandbox",
+        steps=steps, round=round, task_family=t.family, difficulty=t.level, app=t.app, platform=t.platform,
         screen_width=t.screen_width, screen_height=t.screen_height, group="model", policy_version=tr.policy_version,
         group_id=group_id(round, t.task_id, tr.policy_version), attempt=tr.attempt, reference_answer=t.reference_answer,
         final_answer=tr.final_answer, outcome=tr.termination, env_reward=env_reward(tr), env_passed=tr.passed,

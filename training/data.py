@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from training.config import PromptConfig
 from training.prompt import Encoded, Turn, encode_example, render_answer, render_prompt
 
-#: Columns a training job needs from a pile.
+#: Columns a training job needs from a pile, and the step fields of `steps` it reads (episode_examples).
 PILE_COLUMNS = ["episode_id", "task_id", "task_family", "difficulty", "instruction", "steps"]
+PILE_STEP_FIELDS = ["observation", "thought", "action"]
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,12 @@ class PileSnapshot:
 
 
 def read_pile(lake, table: str, version: int | None = None) -> PileSnapshot:  # noqa: ANN001
-    """Read `table` at `version` (the newest when None) and remember which version that was."""
+    """Read pile `table` at `version` (the newest when None), joined to its episodes (storage.piles.read_pile), and
+    remember which version that was."""
+    from storage.piles import read_pile as read_pile_rows
+
     v = lake.version(table) if version is None else version
-    return PileSnapshot(table, v, lake.read(table, columns=PILE_COLUMNS, version=v))
+    return PileSnapshot(table, v, read_pile_rows(lake, table, PILE_COLUMNS, version=v, step_fields=PILE_STEP_FIELDS))
 
 
 def episode_examples(row: dict, cfg: PromptConfig = PromptConfig()) -> list[tuple[str, str]]:

@@ -1,10 +1,11 @@
 """The demo's stages as plain functions: cold-start data through the three ingestion paths, then flywheel rounds.
 
-    cold start (round 0): demonstrators play sandbox tasks -> think-aloud bundles, annotation sessions, rollout
+    cold start (round 0): demonstrators play the backend's tasks -> think-aloud bundles, annotation sessions, rollout
                           files -> the real readers land them -> validate and route -> the first policy (SFT)
     round r >= 1:         rejection sampling with the newest checkpoint -> validate and route -> CT when due
                           -> SFT -> RL -> held-out evaluation
 
+The environment backend is `cfg.env` (training/envs.py): the built-in sandbox, or MiniWoB++ in a browser pool.
 flows/demo.py wraps each function in a Prefect task; flywheel/commands/demo.py shows the progress and the table.
 """
 
@@ -54,6 +55,14 @@ class DemoConfig:
             ct_every=2,
         )
     )
+    env: str = "sandbox"  # the environment backend: sandbox | miniwob (training/envs.py)
+    env_tasks: tuple[str, ...] | None = None  # MiniWoB++ task names (None: every task with a demonstrator)
+
+    @property
+    def backend(self):  # noqa: ANN201 - training.envs.EnvBackend, shared within the process
+        from training.envs import env_backend
+
+        return env_backend(self.env, self.env_tasks)
 
 
 def quick_config() -> DemoConfig:
@@ -88,25 +97,26 @@ def _store_shots(lake, pngs: list[bytes | None]) -> list[tuple[str | None, str |
     return [(lake.objects.put_object(p, ".png"), sha256_hex(p)) if p else (None, None) for p in pngs]
 
 
-def write_rollouts_with_shots(lake, attempts: list, path: Path, policy_version: str) -> int:  # noqa: ANN001
-    """Demonstrator attempts -> a rollout file whose steps reference their screenshots in the object store."""
+def write_rollouts_with_shots(lake, attempts: list, path: Path, policy_version: str, **app: str) -> int:  # noqa: ANN001
+    """Demonstrator attempts -> a rollout file whose steps reference their screenshots in the object store.
+    `app`: app= and platform= of the backend (default the sandbox's)."""
     from ingest.formats.rollouts import write_rollouts
     from sandbox.export import to_rollout
 
     out = []
     for a in attempts:
-        r = to_rollout(a, policy_version)
+        r = to_rollout(a, policy_version, **app)
         refs = _store_shots(lake, [s.screenshot for s in a.steps])
         out.append(replace(r, steps=tuple(replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(r.steps, refs))))
     return write_rollouts(path, out)
 
 
-def write_annotations_with_shots(lake, attempts: list, path: Path) -> Path:  # noqa: ANN001
+def write_annotations_with_shots(lake, attempts: list, path: Path, **app: str) -> Path:  # noqa: ANN001
     """Interactive sessions -> an annotation session file whose steps reference the screenshots the tool saw."""
     from ingest.formats.annotations import write_annotation_session
     from sandbox.export import write_annotations
 
-    write_annotations(attempts, path)
+    write_annotations(attempts, path, **app)
     doc = json.loads(path.read_text(encoding="utf-8"))
     for ep, a in zip(doc["episodes"], attempts):
         for st, (u, h) in zip(ep["steps"], _store_shots(lake, [s.screenshot for s in a.steps])):
@@ -115,41 +125,40 @@ def write_annotations_with_shots(lake, attempts: list, path: Path) -> Path:  # n
 
 
 def cold_start_data(lake, landing: Path, cfg: DemoConfig = DemoConfig(), say: Say = _quiet) -> dict[str, Any]:  # noqa: ANN001
-    """Demonstrator data for round 0 through all three ingestion paths (the real writers and readers)."""
+    """Demonstrator data for round 0 through all three ingestion paths (the real writers and readers), played by
+    the environment backend's scripted demonstrators."""
     from ingest.annotations import ingest_annotations
     from ingest.rollouts import ingest_rollout_file
     from ingest.think_aloud import ingest_paths
-    from sandbox.demonstrators import Expert, Interactive, Novice
     from sandbox.export import write_think_aloud
-    from sandbox.parallel import run_many
-    from sandbox.tasks import training_tasks
 
+    env = cfg.backend
+    app = {"app": env.app, "platform": env.platform}
     landing.mkdir(parents=True, exist_ok=True)
     n_all = cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks + cfg.think_aloud
-    tasks = training_tasks(n_all, seed=cfg.seed)
+    tasks = env.demo_tasks(n_all, cfg.seed)
     a, b, c = cfg.expert_tasks, cfg.expert_tasks + cfg.novice_tasks, cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks
     out: dict[str, Any] = {}
 
     say("rollouts", {"what": "expert and novice rollouts"})
-    expert = run_many(tasks[:a], Expert, screenshots=True)
-    novice = run_many(tasks[a:b], Novice, screenshots=True)
+    expert = env.demonstrate(tasks[:a], "expert")
+    novice = env.demonstrate(tasks[a:b], "novice")
     p1 = landing / "cold-start" / "expert.jsonl"
     p2 = landing / "cold-start" / "novice.jsonl"
     p1.parent.mkdir(parents=True, exist_ok=True)
-    write_rollouts_with_shots(lake, expert, p1, "expert-demonstrator")
-    write_rollouts_with_shots(lake, novice, p2, "novice-demonstrator")
+    write_rollouts_with_shots(lake, expert, p1, "expert-demonstrator", **app)
+    write_rollouts_with_shots(lake, novice, p2, "novice-demonstrator", **app)
     out["rollouts"] = sum(ingest_rollout_file(lake, p, round=0).result.episodes_added for p in (p1, p2))
 
     say("annotations", {"what": "interactive annotation sessions"})
-    inter = run_many(tasks[b:c], Interactive, screenshots=True)
-    p3 = write_annotations_with_shots(lake, inter, landing / "cold-start" / "annotations.json")
+    inter = env.demonstrate(tasks[b:c], "interactive")
+    p3 = write_annotations_with_shots(lake, inter, landing / "cold-start" / "annotations.json", **app)
     out["interactive"] = ingest_annotations(lake, [p3], round=0).result.episodes_added
 
     say("think_aloud", {"what": "think-aloud bundles (speech -> ASR)"})
     bundles = landing / "cold-start" / "think-aloud"
-    for t in tasks[c:]:
-        att = run_many([t], Expert, screenshots=True)[0]
-        write_think_aloud(att, bundles, speech=True)
+    for att in env.demonstrate(tasks[c:], "expert"):
+        write_think_aloud(att, bundles, speech=True, **app)
     out["think_aloud"] = ingest_paths(lake, [bundles], round=0).episodes_added if cfg.think_aloud else 0
     return out
 
@@ -169,15 +178,15 @@ def current_policy(lake, cfg: DemoConfig):  # noqa: ANN001, ANN201
 
 def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
     """Rejection sampling with the newest checkpoint on fresh training tasks; lands through the rollout reader."""
-    from training.envs import render_steps, training_tasks
     from training.sampling import rejection_sample
 
     policy = current_policy(lake, cfg)
     if policy is None:
         raise ValueError("no checkpoint yet: run the cold start first")
     f = cfg.flywheel
-    tasks = training_tasks(f.sampling.tasks, seed=cfg.seed * 1000 + 17 * round + 1)
-    res = rejection_sample(lake, round, policy, tasks, landing / "rollouts", f.sampling, f.prompt, render=render_steps, on_step=on_step)
+    env = cfg.backend
+    tasks = env.training_tasks(f.sampling.tasks, seed=cfg.seed * 1000 + 17 * round + 1)
+    res = rejection_sample(lake, round, policy, tasks, landing / "rollouts", f.sampling, f.prompt, render=env.render_steps, on_step=on_step)
     return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added, "policy_version": res.policy_version,
             "wall_s": res.wall_s}  # fmt: skip
 
@@ -189,7 +198,8 @@ def train_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Calla
     out = []
     for step in train_steps(round, f):
         cb = (lambda i, loss, s=step.stage: on_step(s, i, loss)) if on_step else None
-        res, policy = run_training(lake, round, step.stage, base, f, cb, sft_cfg=f.cold_sft if round == 0 else None)
+        res, policy = run_training(lake, round, step.stage, base, f, cb, sft_cfg=f.cold_sft if round == 0 else None,
+                                   rl_tasks=cfg.backend.training_tasks)  # fmt: skip
         base = res.output_checkpoint
         out.append({"stage": step.stage, "steps": res.steps, "tokens": res.tokens, "loss_first": res.to_row()["loss_first"],
                     "loss_last": res.to_row()["loss_last"], "wall_s": res.wall_s, "checkpoint": res.output_checkpoint})  # fmt: skip
@@ -197,13 +207,21 @@ def train_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Calla
 
 
 def evaluate_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
-    from training.envs import heldout_tasks
+    """Held-out pass rate (per level and per family: a MiniWoB++ task is a family); round 0 also records the
+    scripted demonstrators' success on the same held-out tasks when the backend measures it."""
     from training.evaluate import evaluate, record_eval
+    from validators.routing import update_round
 
+    env = cfg.backend
     policy = current_policy(lake, cfg)
-    res = evaluate(policy, heldout_tasks(cfg.eval_per_cell), cfg.flywheel.eval, cfg.flywheel.prompt, on_step)
+    res = evaluate(policy, env.heldout_tasks(cfg.eval_per_cell), cfg.flywheel.eval, cfg.flywheel.prompt, on_step)
     record_eval(lake, round, res)
-    return res.breakdown() | {"wall_s": res.wall_s}
+    extra = {"env": {"name": env.name, **(env.stats() or {})}}
+    ref = env.reference(cfg.eval_per_cell) if round == 0 else None
+    if ref is not None:
+        extra["demonstrator_eval"] = ref
+    update_round(lake, round, breakdown=extra)
+    return res.breakdown() | {"wall_s": res.wall_s} | extra
 
 
 def record_stage(lake, round: int, stage: str, started: float, status: str = "done") -> None:  # noqa: ANN001
@@ -223,7 +241,9 @@ def rounds_table(lake) -> list[dict[str, Any]]:  # noqa: ANN001
     for r in rows:
         bd = json.loads(r["breakdown"]) if r.get("breakdown") else {}
         levels = {int(k): v["rate"] for k, v in (bd.get("eval", {}).get("by_level") or {}).items()}
+        families = {k: v["rate"] for k, v in (bd.get("eval", {}).get("by_family") or {}).items()}
         out.append({**{k: r.get(k) for k in ("round", "n_new", "n_pass", "pass_rate", "pass_rate_lo", "pass_rate_hi", "eval_n",
                                                 "eval_pass_rate", "eval_pass_rate_lo", "eval_pass_rate_hi", "sft_size", "ct_size",
-                                                "policy_version")}, "eval_by_level": levels})  # fmt: skip
+                                                "policy_version")}, "eval_by_level": levels, "eval_by_family": families,
+                    "env": bd.get("env") or {}, "demonstrator_eval": {k: v["rate"] for k, v in (bd.get("demonstrator_eval") or {}).items()}})  # fmt: skip
     return out

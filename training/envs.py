@@ -1,11 +1,15 @@
 """The sandbox behind training's Environment protocol: text observations in, action strings out, a verdict.
 
 The one place that knows the sandbox's API, so another backend (a browser benchmark) only needs its own adapter.
+`EnvBackend` is what the demo's stages take from a backend (tasks, held-out tasks, screenshots, demonstrators,
+the app name of its exports); `env_backend("sandbox" | "miniwob")` gives one (training/envs_miniwob.py has the
+MiniWoB++ one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from training.rollout import TaskInfo
 
@@ -68,3 +72,83 @@ def heldout_tasks(per_cell: int | None = None) -> list[TaskInfo]:
     from sandbox.heldout import heldout_tasks as gen
 
     return [task_info(t) for t in gen(per_cell)]
+
+
+# ------------------------------------------------------------------------------------------ backends
+class EnvBackend(Protocol):
+    """An environment backend as the flywheel's stages use it (training/demo.py)."""
+
+    name: str
+    app: str  # written into exports and rollout files
+    platform: str
+
+    def training_tasks(self, n: int, seed: int) -> list[TaskInfo]: ...  # never a held-out one
+    def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]: ...  # per (family, level)
+    def render_steps(self, info: TaskInfo, actions: list[str]) -> list[bytes]: ...  # one PNG per action
+    def demo_tasks(self, n: int, seed: int) -> list[Any]: ...  # the backend's own tasks, for its demonstrators
+    def demonstrate(self, tasks: Sequence[Any], who: str) -> list[Any]: ...  # who: expert | novice | interactive
+    def reference(self, per_cell: int | None = None) -> dict[str, dict] | None: ...  # scripted success on held-out
+    def stats(self) -> dict[str, Any] | None: ...  # e.g. browser crashes, blocked outside requests
+    def close(self) -> None: ...
+
+
+class SandboxBackend:
+    """The built-in sandbox (the module functions above and sandbox.demonstrators)."""
+
+    name, app, platform = "sandbox", "flywheel-sandbox", "sandbox"
+
+    def training_tasks(self, n: int, seed: int) -> list[TaskInfo]:
+        return training_tasks(n, seed)
+
+    def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
+        return heldout_tasks(per_cell)
+
+    def render_steps(self, info: TaskInfo, actions: list[str]) -> list[bytes]:
+        return render_steps(info, actions)
+
+    def demo_tasks(self, n: int, seed: int) -> list[Any]:
+        from sandbox.tasks import training_tasks as gen
+
+        return gen(n, seed)
+
+    def demonstrate(self, tasks: Sequence[Any], who: str) -> list[Any]:
+        from sandbox import demonstrators as D
+        from sandbox.parallel import run_many
+
+        return run_many(tasks, {"expert": D.Expert, "novice": D.Novice, "interactive": D.Interactive}[who], screenshots=True)
+
+    def reference(self, per_cell: int | None = None) -> dict[str, dict] | None:
+        return None  # the sandbox's expert solves every task by construction (docs/sandbox.md)
+
+    def stats(self) -> dict[str, Any] | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+_BACKENDS: dict[tuple, EnvBackend] = {}
+ENVS = ("sandbox", "miniwob")
+
+
+def env_backend(name: str = "sandbox", tasks: Sequence[str] | None = None) -> EnvBackend:
+    """The backend `name`, shared within the process (a browser pool starts once); `tasks` picks MiniWoB++ tasks."""
+    key = (name, tuple(tasks or ()))
+    if key not in _BACKENDS:
+        if name == "sandbox":
+            if tasks:
+                raise ValueError("--tasks is for --env miniwob (the sandbox uses every family)")
+            _BACKENDS[key] = SandboxBackend()
+        elif name == "miniwob":
+            from training.envs_miniwob import MiniwobBackend
+
+            _BACKENDS[key] = MiniwobBackend(tasks)
+        else:
+            raise ValueError(f"unknown environment {name!r}; expected one of {', '.join(ENVS)}")
+    return _BACKENDS[key]
+
+
+def close_backends() -> None:
+    """Close every backend this process opened (browsers, proxies)."""
+    while _BACKENDS:
+        _BACKENDS.popitem()[1].close()

@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pyarrow.compute as pc
+
+from storage.piles import read_pile
 from training.backend import CommandBackend
 from training.config import CTConfig, EvalConfig, ModelConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig, to_dict
 from training.ct import ct_due, ct_job
-from training.data import PILE_COLUMNS
+from training.data import PILE_STEP_FIELDS
 from training.model import Policy
-from training.rl import rl_job
+from training.rl import TasksFn, rl_job
 from training.runs import JobResult
 from training.sft import sft_job
 
@@ -57,7 +60,9 @@ def pile_texts(lake, limit: int = 5000) -> list[str]:  # noqa: ANN001
     """Instructions, observations, thoughts and actions from both piles: the tokenizer's training text."""
     out: list[str] = []
     for table in ("sft", "ct"):
-        rows = lake.read(table, columns=PILE_COLUMNS).slice(0, limit).to_pylist()
+        ids = lake.read(table, ["episode_id"]).column("episode_id").slice(0, limit).combine_chunks()
+        rows = read_pile(lake, table, ["instruction", "steps"], filter=pc.field("episode_id").isin(ids),
+                         step_fields=PILE_STEP_FIELDS).to_pylist()  # fmt: skip
         for r in rows:
             out.append(r["instruction"])
             for s in r["steps"] or []:
@@ -90,8 +95,10 @@ def run_training(
     cfg: FlywheelConfig,
     on_step: Callable[[int, float], None] | None = None,
     sft_cfg: SFTConfig | None = None,
+    rl_tasks: TasksFn | None = None,
 ) -> tuple[JobResult, Policy]:
-    """Run one job on the configured backend; the checkpoint and the training_runs row are written either way."""
+    """Run one job on the configured backend; the checkpoint and the training_runs row are written either way.
+    RL plays `rl_tasks(n, seed)` (default: the sandbox's training tasks; training/envs.py has the other backends)."""
     if cfg.backend != "builtin":
         return CommandBackend(cfg.backend).run(lake, stage, round, base, cfg.prompt)
     if base is None:
@@ -104,11 +111,13 @@ def run_training(
         from training.envs import training_tasks
         from training.rewards import verifier_reward
 
+        tasks_fn = rl_tasks or training_tasks
+
         def on_iter(i: int, stats: dict) -> None:
             if on_step:
                 on_step(i, float(stats.get("reward_mean", 0.0)))
 
-        return rl_job(lake, round, base, lambda n, seed: training_tasks(n, 100_000 + seed), verifier_reward(), cfg.rl,
+        return rl_job(lake, round, base, lambda n, seed: tasks_fn(n, 100_000 + seed), verifier_reward(), cfg.rl,
                       cfg.prompt, cfg.max_new_tokens, on_iter)  # fmt: skip
     raise ValueError(f"unknown training stage {stage!r}; expected ct, sft or rl")
 

@@ -47,8 +47,9 @@ def render_prompt(instruction: str, history: Sequence[Turn], observation: str | 
 _LINE = re.compile(r"^(?P<head>\w+ \"[^\"]*\").*\((?P<x>\d+),(?P<y>\d+)\)\s*$")
 
 
-def target_thought(action: str, observation: str | None) -> str | None:
-    """`<role> "<name>"` of the listed element whose centre the action points at; None when there is none."""
+def target_thought(action: str, observation: str | None, full_line: bool = False) -> str | None:
+    """`<role> "<name>"` of the listed element whose centre the action points at (with `full_line`, its whole line
+    as the screen lists it, state and centre included); None when there is none."""
     from schemas.actions import ActionError, parse_action
 
     try:
@@ -60,13 +61,16 @@ def target_thought(action: str, observation: str | None) -> str | None:
     for line in observation.splitlines():
         m = _LINE.match(line.strip())
         if m and (int(m["x"]), int(m["y"])) == (a.x, a.y):
-            return m["head"]
+            return line.strip() if full_line else m["head"]
     return None
 
 
 def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(), observation: str | None = None) -> str:
-    if cfg.thought_style == "target":
-        thought = target_thought(action, observation) or thought
+    if cfg.thought_style in ("target", "line"):
+        target = target_thought(action, observation, full_line=cfg.thought_style == "line")
+        if target and cfg.thought_style == "line":
+            return f"Thought: {target}\nAction: {action.strip()}"  # never clipped: the line ends with the centre
+        thought = target or thought
     return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
 
 

@@ -19,7 +19,9 @@ from schemas.actions import ActionError, parse_action
 
 
 class Environment(Protocol):
-    """What a rollout needs from an environment (training/envs.py adapts the sandbox to it)."""
+    """What a rollout needs from an environment (training/envs.py adapts the sandbox to it, training/envs_miniwob.py
+    MiniWoB++ in a browser). An environment may also have `close()`: it is called once its trajectory has ended
+    (a browser slot goes back to its pool)."""
 
     def reset(self) -> str: ...  # the text observation
     def step(self, action: str) -> tuple[str, bool, str | None]: ...  # (observation, done, termination when done)
@@ -40,6 +42,9 @@ class TaskInfo:
     screen_width: int | None = None
     screen_height: int | None = None
     payload: object = field(default=None, compare=False, repr=False)  # the backend's own task object
+    app: str = "sandbox"  # what rollout files and episodes say the attempt ran in
+    platform: str = "sandbox"
+    max_concurrent: int | None = None  # the backend runs at most this many environments at once (a browser pool)
 
 
 @dataclass
@@ -106,40 +111,64 @@ def run_episodes(
 
     An answer that does not follow `Thought: ...\\nAction: ...` or an action that does not parse ends the attempt
     (termination unreadable_action); otherwise the environment decides when it is done and how it ended, or the
-    step limit does.
+    step limit does. A backend with `max_concurrent` (a browser pool) runs that many attempts at once, starting the
+    next one as one ends; an environment's `close()`, if it has one, is called when its attempt ends.
     """
     gen = torch.Generator().manual_seed(seed)
     trajs = [Trajectory(t, a, policy_version) for t in tasks for a in range(attempts)]
-    envs = [t.task.make_env() for t in trajs]
-    obs = [e.reset() for e in envs]
+    limit = min((t.max_concurrent for t in tasks if t.max_concurrent), default=None) or len(trajs)
+    envs: list[Environment | None] = [t.task.make_env() for t in trajs[:limit]] + [None] * (len(trajs) - limit)
+    obs = [e.reset() for e in envs[:limit] if e is not None] + [""] * (len(trajs) - limit)
     history: list[list[Turn]] = [[] for _ in trajs]
-    active = list(range(len(trajs)))
-    while active:
-        prompts = [
-            encode_prompt(tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg)
-            for i in active
-        ]
-        outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen, batch_size)
-        still = []
-        for i, p, s in zip(active, prompts, outs):
-            tr = trajs[i]
-            parsed = parse_answer(s.text) if s.finished else None
-            thought, action = parsed if parsed else ("", "")
-            ok = parsed is not None and _readable(action)
-            tr.steps.append(StepRecord(obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok))
-            if not ok:
-                tr.termination, tr.passed, tr.reason = "unreadable_action", False, "unreadable_action"
-                continue
-            history[i].append(Turn(obs[i], thought, action))
-            obs[i], done, term = envs[i].step(action)
-            limit = min(tr.task.step_limit, max_steps or tr.task.step_limit)
-            if done or len(tr.steps) >= limit:
-                tr.passed, tr.reason = envs[i].verify()
-                tr.termination = (term or "finished") if done else "step_limit"
-                tr.final_answer = _final_answer(action)
-                continue
-            still.append(i)
-        if on_step:
-            on_step(len(active) - len(still))
-        active = still
+    active = list(range(min(limit, len(trajs))))
+    waiting = list(range(limit, len(trajs)))[::-1]  # a bounded backend starts these as running ones end
+
+    def end(i: int) -> None:
+        env, envs[i] = envs[i], None
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+    try:
+        while active:
+            prompts = [
+                encode_prompt(tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg)
+                for i in active
+            ]
+            outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen, batch_size)
+            still = []
+            for i, p, s in zip(active, prompts, outs):
+                tr = trajs[i]
+                env = envs[i]
+                assert env is not None
+                parsed = parse_answer(s.text) if s.finished else None
+                thought, action = parsed if parsed else ("", "")
+                ok = parsed is not None and _readable(action)
+                tr.steps.append(StepRecord(obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok))
+                if not ok:
+                    tr.termination, tr.passed, tr.reason = "unreadable_action", False, "unreadable_action"
+                    end(i)
+                    continue
+                history[i].append(Turn(obs[i], thought, action))
+                obs[i], done, term = env.step(action)
+                step_limit = min(tr.task.step_limit, max_steps or tr.task.step_limit)
+                if done or len(tr.steps) >= step_limit:
+                    tr.passed, tr.reason = env.verify()
+                    tr.termination = (term or "finished") if done else "step_limit"
+                    tr.final_answer = _final_answer(action)
+                    end(i)
+                    continue
+                still.append(i)
+            if on_step:
+                on_step(len(active) - len(still))
+            while waiting and len(still) < limit:  # refill the freed places
+                j = waiting.pop()
+                envs[j] = trajs[j].task.make_env()
+                obs[j] = envs[j].reset()  # type: ignore[union-attr]
+                still.append(j)
+            active = still
+    finally:
+        for i in range(len(envs)):  # an exception must not leave environments (browsers) held
+            if envs[i] is not None:
+                end(i)
     return trajs

@@ -39,22 +39,39 @@ class EpisodeBatch:
 
     Validators read steps through `step(name)` (flat, aligned with `parent`) and reduce per episode with `any_step`
     / `first_step`, so no rule ever loops over episodes in Python.
+
+    `loaded`: when the table was read with only some columns and step fields (routing reads what the validators
+    declare in `reads`), the names read ("col", "steps.field"); asking for anything else raises instead of
+    quietly judging nulls.
     """
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, loaded: frozenset[str] | None = None) -> None:
         self.table = table
         self.n = table.num_rows
-        steps = table.column("steps").combine_chunks() if "steps" in table.column_names else None
-        if steps is None or len(steps) == 0:
-            steps = pa.array([[]] * self.n, type=pa.list_(pa.struct([]))) if steps is None else steps
-        self._steps = steps
-        self._values = steps.flatten()  # respects slicing; null lists contribute no steps
-        self.parent = np.asarray(pc.list_parent_indices(steps).to_numpy(zero_copy_only=False), dtype=np.int64)
-        lengths = pc.fill_null(pc.list_value_length(steps), 0).to_numpy(zero_copy_only=False)
-        self.lengths = np.asarray(lengths, dtype=np.int64)
-        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]) if self.n else np.zeros(0, np.int64)
-        self.position = np.arange(len(self.parent), dtype=np.int64) - self.starts[self.parent] if len(self.parent) else np.zeros(0, np.int64)
+        self.loaded = loaded
+        col = table.column("steps") if "steps" in table.column_names else None
+        if col is None:
+            chunks = [pa.array([[]] * self.n, type=pa.list_(pa.struct([])))]
+        else:  # chunk by chunk: combining a nested column would copy every step field, wanted or not
+            chunks = [c for c in col.chunks if len(c)] or [pa.array([], type=col.type)]
+        self._values = [c.flatten() for c in chunks]  # respects slicing; null lists contribute no steps
+        parents, lengths, row = [], [], 0
+        for c in chunks:
+            parents.append(np.asarray(pc.list_parent_indices(c).to_numpy(zero_copy_only=False), dtype=np.int64) + row)
+            lengths.append(np.asarray(pc.fill_null(pc.list_value_length(c), 0).to_numpy(zero_copy_only=False), dtype=np.int64))
+            row += len(c)
+        self.parent = np.concatenate(parents) if parents else np.zeros(0, np.int64)
+        self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64) if self.n else np.zeros(0, np.int64)
         self._cache: dict[str, Any] = {}
+
+    @property
+    def position(self) -> np.ndarray:
+        """Each step's index within its episode (computed on first use: only failures' details need it)."""
+        if "position" not in self._cache:
+            p = self.parent
+            self._cache["position"] = np.arange(len(p), dtype=np.int64) - self.starts[p] if len(p) else np.zeros(0, np.int64)
+        return self._cache["position"]
 
     @classmethod
     def of(cls, data: pa.Table | EpisodeBatch) -> EpisodeBatch:
@@ -64,24 +81,33 @@ class EpisodeBatch:
     def n_steps_total(self) -> int:
         return len(self.parent)
 
+    def _require(self, name: str) -> None:
+        if self.loaded is not None and name not in self.loaded:
+            raise KeyError(f"{name!r} was not read for this batch; the validator must list it in `reads`")
+
     def col(self, name: str) -> pa.Array:
         """An episode-level column (nulls when the table lacks it)."""
         key = "e:" + name
         if key not in self._cache:
+            self._require(name)
             if name in self.table.column_names:
                 self._cache[key] = self.table.column(name).combine_chunks()
             else:
                 self._cache[key] = pa.nulls(self.n)
         return self._cache[key]
 
-    def step(self, name: str) -> pa.Array:
-        """A step field, flattened over all episodes (aligned with `parent`)."""
+    def step(self, name: str) -> pa.Array | pa.ChunkedArray:
+        """A step field, flattened over all episodes (aligned with `parent`): an Array, or a ChunkedArray when the
+        table came in several chunks (combining would copy the field; Arrow compute takes either)."""
         key = "s:" + name
         if key not in self._cache:
-            if self._values.type.num_fields and self._values.type.get_field_index(name) >= 0:
-                self._cache[key] = pc.struct_field(self._values, name)
+            self._require("steps." + name)
+            t = self._values[0].type
+            if t.num_fields and t.get_field_index(name) >= 0:
+                parts = [pc.struct_field(v, name) for v in self._values]
+                self._cache[key] = parts[0] if len(parts) == 1 else pa.chunked_array(parts)
             else:
-                self._cache[key] = pa.nulls(len(self._values))
+                self._cache[key] = pa.nulls(self.n_steps_total)
         return self._cache[key]
 
     def any_step(self, mask: np.ndarray) -> np.ndarray:
@@ -105,7 +131,17 @@ class EpisodeBatch:
         return out
 
     def take(self, indices: np.ndarray) -> EpisodeBatch:
-        return EpisodeBatch(self.table.take(pa.array(indices, type=pa.int64())))
+        return EpisodeBatch(self.table.take(pa.array(indices, type=pa.int64())), self.loaded)
+
+
+def per_value(arr: pa.Array | pa.ChunkedArray, fn: Any) -> pa.Array | pa.ChunkedArray:
+    """fn (an elementwise Arrow function) over a plain array, or over a dictionary array's distinct values, mapped
+    back to every element (nulls stay null): a dictionary-read step field costs one call per distinct value."""
+    if not pa.types.is_dictionary(arr.type):
+        return fn(arr)
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([fn(c.dictionary).take(c.indices) for c in arr.chunks])
+    return fn(arr.dictionary).take(arr.indices)
 
 
 def as_bool(arr: pa.Array | pa.ChunkedArray, null: bool = False) -> np.ndarray:
@@ -117,10 +153,8 @@ def as_float(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A numeric Arrow array as float64 numpy, nulls as NaN."""
     if pa.types.is_null(arr.type):
         return np.full(len(arr), np.nan)
-    vals = np.array(pc.fill_null(arr, 0).to_numpy(zero_copy_only=False), dtype=np.float64)
-    if arr.null_count:
-        vals[np.asarray(pc.is_null(arr).to_numpy(zero_copy_only=False), dtype=bool)] = np.nan
-    return vals
+    # Arrow converts numbers with nulls to float64 with NaN in one pass (integers included)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 @dataclass
@@ -157,6 +191,12 @@ class Validator:
     codes: ClassVar[tuple[str, ...]] = ()
     kind: ClassVar[str] = "structural"
     defaults: ClassVar[dict[str, Any]] = {}
+    #: What `_check` reads: episode columns and "steps.<field>" ("steps" alone: only the step count). Routing reads
+    #: just the union over the policy's validators (Parquet nested projection); None means the whole episode.
+    reads: ClassVar[tuple[str, ...] | None] = None
+    #: Step fields of `reads` that `_check` also accepts as dictionary arrays (see `per_value`); routing reads a field
+    #: as a dictionary only when every validator reading it accepts that.
+    accepts_dictionary: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **params: Any) -> None:
         unknown = set(params) - set(self.defaults) - {"context"}
@@ -182,6 +222,11 @@ class Validator:
 
     def after_batch(self, batch: EpisodeBatch, passed: np.ndarray) -> None:
         """Hook for stateful validators (dedup indexes) once a batch has been routed. No-op by default."""
+
+    def pile_columns(self, batch: EpisodeBatch) -> dict[str, pa.Array]:
+        """Columns this validator contributes to the batch's pile rows (exact dedup: its content keys). None by
+        default."""
+        return {}
 
     # ------------------------------------------------------------ entry points
     def check_batch(self, table: pa.Table | EpisodeBatch) -> pa.Table:

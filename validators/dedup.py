@@ -1,10 +1,12 @@
 """Dedup validators: an episode that repeats one already in a pile, or an earlier one of the same batch, fails with
 reason `duplicate` and lands in CT, so no content is ever twice in SFT.
 
-Exact: a content key (BLAKE2b-128 of the instruction and the action strings) against the keys of every episode in
-either pile and of the batch so far. The key is stored in the verdict's details, so the pile index is rebuilt from
-the verdicts table next round instead of rehashing the piles. Near: MinHash (datasketch) over word 3-grams of
-the same text with an LSH index; the estimated Jaccard similarity must reach `threshold`.
+Exact: a content key (a 128-bit hash of the instruction and the action strings) against the keys of every episode in
+either pile and of the batch so far. Routing stores each routed episode's key on its pile row (`content_key`, with
+`content_key_version`), so the pile index is one narrow column of the thin piles, read in one pass per round; only
+rows without a key of this version (routed without exact dedup, before schema 2, or under another Polars) are
+rehashed from their episodes' actions. Near: MinHash (datasketch) over word 3-grams of the same text with an LSH
+index; the estimated Jaccard similarity must reach `threshold`.
 
 `check_batch` never changes the index (checking the same episode twice gives the same answer); routing calls
 `after_batch` once a batch is in the piles.
@@ -21,14 +23,17 @@ import pyarrow.compute as pc
 from validators.base import EpisodeBatch, Outcome, Validator, as_bool
 
 DUPLICATE = "duplicate"
-PILES = ("sft", "ct")
 _POLARS = __import__("polars").__version__
+
+
+def _combined(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def content_text(b: EpisodeBatch) -> pa.Array:
     """Per episode: instruction, 0x1f, the action strings joined by 0x1e (what a duplicate repeats)."""
     offsets = pa.array(np.concatenate([b.starts, [b.n_steps_total]]).astype(np.int32) if b.n else np.zeros(1, np.int32))
-    actions = pa.ListArray.from_arrays(offsets, pc.fill_null(b.step("action"), ""))
+    actions = pa.ListArray.from_arrays(offsets, _combined(pc.fill_null(b.step("action"), "")))
     joined = pc.binary_join(actions, "\x1e")
     return pc.binary_join_element_wise(pc.fill_null(b.col("instruction"), ""), joined, "\x1f")
 
@@ -51,18 +56,19 @@ def content_keys(b: EpisodeBatch) -> pa.Array:
     import polars as pl
 
     offsets = pa.array(np.concatenate([b.starts, [b.n_steps_total]]).astype(np.int32) if b.n else np.zeros(1, np.int32))
-    actions = pa.ListArray.from_arrays(offsets, pc.fill_null(b.step("action"), ""))
+    actions = pa.ListArray.from_arrays(offsets, _combined(pc.fill_null(b.step("action"), "")))
     df = pl.DataFrame({"i": pl.Series(pc.fill_null(b.col("instruction"), "")), "a": pl.Series(actions)})
     return _hex([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)])
 
 
-def _pile_ids(lake: Any) -> pa.Array:
-    return pa.concat_arrays([lake.read(p, ["episode_id"]).column("episode_id").combine_chunks() for p in PILES])
+#: What the dedup indexes read of a pile's episodes: the content, nothing else of the steps.
+_CONTENT = ["episode_id", "instruction", "steps"]
 
 
-def _read_piles(lake: Any, ids: pa.Array | None, columns: list[str]) -> list[pa.Table]:
-    flt = None if ids is None else pc.field("episode_id").isin(ids)
-    return [lake.read(p, columns, filter=flt) for p in PILES]
+def _read_piles(lake: Any, columns: list[str], filter: pc.Expression | None = None) -> list[pa.Table]:
+    from storage.piles import PILES, read_pile
+
+    return [read_pile(lake, p, columns, filter=filter, step_fields=["action"]) for p in PILES]
 
 
 class ExactDedup(Validator):
@@ -70,6 +76,7 @@ class ExactDedup(Validator):
 
     name = "dedup_exact"
     kind = "dedup"
+    reads = ("instruction", "steps.action")
     codes = (DUPLICATE,)
     base_version = f"2-polars{_POLARS}"
 
@@ -78,23 +85,25 @@ class ExactDedup(Validator):
         self.known = pa.array([], pa.string())
 
     def prepare(self, lake: Any) -> None:
-        """Load the content keys of every episode already in a pile: from this validator's verdicts where they
-        exist, by hashing the pile rows for the rest."""
-        ids = _pile_ids(lake)
-        if not len(ids):
-            self.known = pa.array([], pa.string())
-            return
-        flt = (pc.field("validator") == self.name) & (pc.field("version") == self.version)
-        v = lake.read("verdicts", ["episode_id", "details"], filter=flt)
-        v = v.filter(pc.is_in(v.column("episode_id"), value_set=ids))
-        keys = pc.extract_regex(v.column("details"), r'"key":"(?P<k>[0-9a-f]{32})"')
-        known = [pc.struct_field(keys.combine_chunks(), "k")] if v.num_rows else []
-        missing = pc.filter(ids, pc.invert(pc.is_in(ids, value_set=v.column("episode_id").combine_chunks())))
+        """Load the content keys of every episode already in a pile: the piles' content_key column where this
+        version computed it, by hashing the episodes' actions for the rest."""
+        from storage.piles import PILES
+
+        known, stale = [], []
+        for p in PILES:
+            t = lake.read(p, ["episode_id", "content_key", "content_key_version"])
+            ok = pc.fill_null(pc.equal(t.column("content_key_version"), self.version), False)
+            known.append(t.column("content_key").filter(ok).combine_chunks())
+            stale.append(t.column("episode_id").filter(pc.invert(ok)).combine_chunks())
+        missing = pa.concat_arrays(stale)
         if len(missing):
-            for t in _read_piles(lake, missing, ["episode_id", "instruction", "steps"]):
+            for t in _read_piles(lake, _CONTENT, pc.field("episode_id").isin(missing)):
                 if t.num_rows:
                     known.append(content_keys(EpisodeBatch(t)))
-        self.known = pc.unique(pa.concat_arrays([k.cast(pa.string()) for k in known])) if known else pa.array([], pa.string())
+        self.known = pc.unique(pa.concat_arrays([k.cast(pa.string()) for k in known]))
+
+    def pile_columns(self, batch: EpisodeBatch) -> dict[str, pa.Array]:
+        return {"content_key": self._keys(batch), "content_key_version": pa.repeat(pa.scalar(self.version), batch.n)}
 
     def _keys(self, b: EpisodeBatch) -> pa.Array:
         if "dedup_keys" not in b._cache:
@@ -108,10 +117,11 @@ class ExactDedup(Validator):
         is_first = np.zeros(b.n, dtype=bool)
         is_first[first.column("i_min").to_numpy()] = True
         failed = in_pile | ~is_first
-        where = np.where(in_pile, "pile", "batch")
-        det = pc.binary_join_element_wise('{"key":"', keys, '"', "")
-        dup = pc.binary_join_element_wise(det, ',"duplicate_of":"', pa.array(where), '"}', "")
-        details = pc.if_else(pa.array(failed), dup, pc.binary_join_element_wise(det, "}", ""))
+        details = None  # passes need none: the pile row carries the key (content_key)
+        if failed.any():
+            where = pa.array(np.where(in_pile, "pile", "batch"))
+            dup = pc.binary_join_element_wise('{"key":"', keys, '","duplicate_of":"', where, '"}', "")
+            details = pc.if_else(pa.array(failed), dup, pa.scalar(None, pa.string()))
         return Outcome(failed, DUPLICATE, details=details)
 
     def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
@@ -170,6 +180,7 @@ class NearDedup(Validator):
 
     name = "dedup_near"
     kind = "dedup"
+    reads = ("instruction", "steps.action")
     codes = (DUPLICATE,)
     base_version = f"2-polars{_POLARS}"
     defaults = {"threshold": 0.9, "num_perm": 64, "seed": 1}
@@ -198,7 +209,7 @@ class NearDedup(Validator):
     def prepare(self, lake: Any) -> None:
         """Index every episode already in a pile (reads the piles' instructions and actions)."""
         self._lsh, self._sigs = self._new_lsh(), {}
-        for t in _read_piles(lake, None, ["episode_id", "instruction", "steps"]):
+        for t in _read_piles(lake, _CONTENT):
             for batch in t.to_batches(max_chunksize=50_000):
                 b = EpisodeBatch(pa.Table.from_batches([batch]))
                 self._insert(self._lsh, self._sigs, b.col("episode_id").to_pylist(), self.minhashes(b))

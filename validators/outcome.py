@@ -22,6 +22,7 @@ class EnvVerdict(Validator):
 
     name = "env_verdict"
     kind = "outcome"
+    reads = ("env_passed", "env_reward")
     codes = ("env_failed", "no_env_verdict")
     defaults = {"min_reward": 1.0}
 
@@ -57,6 +58,7 @@ class ReferenceAnswer(Validator):
 
     name = "reference_answer"
     kind = "outcome"
+    reads = ("reference_answer", "final_answer")
     codes = ("answer_mismatch", "no_answer")
     defaults = {"min_ratio": 90.0}
 

@@ -27,6 +27,7 @@ def review_passed(r: dict[str, Any]) -> bool:
 class HumanReview(Validator):
     name = "human_review"
     kind = "review"
+    reads = ("meta",)
     codes = ("review_disagreement", "review_rejected", "review_missing")
     defaults = {"require_two": False}
 

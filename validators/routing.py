@@ -21,15 +21,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.tables import CT, SFT
+from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
+from storage import projection
 from storage.errors import LakeError
 from storage.lake import Lake
+from storage.piles import PILES, pile_ids
 from validators.base import EpisodeBatch, Validator
 from validators.quality import COLUMNS as DQ_COLUMNS
 from validators.quality import DataQualityError, DQResult, run_suite
 from validators.registry import Policy, ValidationContext, ValidatorSpec, load_policy
 
-PILES = ("sft", "ct")
 Progress = Callable[[str, dict[str, Any]], None]
 
 
@@ -110,6 +111,23 @@ class Plan:
     def build(cls, policy: Policy, context: ValidationContext | None = None) -> Plan:
         return cls(policy, {s: s.build(context) for s in policy.specs()})
 
+    def reads(self) -> Reads:
+        """What routing must read for these validators: the union of their `reads` plus what routing itself uses;
+        whole episodes when a validator did not declare its reads."""
+        if any(v.reads is None for v in self.validators.values()):
+            return Reads(list(EPISODES.names), None, [])
+        cols = dict.fromkeys(["episode_id", *PILE_EPISODE_COLUMNS])
+        fields: dict[str, bool] = {}  # field -> may it come as a dictionary array
+        for v in self.validators.values():
+            for r in v.reads or ():
+                top, _, sub = r.partition(".")
+                cols[top] = None
+                if sub:
+                    fields[sub] = fields.get(sub, True) and r in v.accepts_dictionary
+        if "steps" in cols and not fields:
+            fields["index"] = False  # the step count only: one narrow required field carries the list structure
+        return Reads(list(cols), list(fields), [f for f, d in fields.items() if d])
+
     def prepare(self, lake: Lake, sources: set[str] | None = None) -> None:
         """Let validators load what they need (pile indexes); only those the given sources use, when given:
         a pile index costs time linear in the piles, and a validator no new episode needs must not pay it."""
@@ -120,6 +138,20 @@ class Plan:
                 prep(lake)
 
 
+@dataclass(frozen=True)
+class Reads:
+    """Episode columns and step fields routing reads (step_fields None: whole steps), and the step fields it reads
+    as dictionary arrays."""
+
+    columns: list[str]
+    step_fields: list[str] | None
+    dictionary_fields: list[str]
+
+    @property
+    def loaded(self) -> frozenset[str] | None:
+        return None if self.step_fields is None else frozenset([*self.columns, *(f"steps.{f}" for f in self.step_fields)])
+
+
 @dataclass
 class Decision:
     """V(s) for a batch: verdict rows for the verdicts table, and per episode passed + failing reason codes."""
@@ -128,6 +160,7 @@ class Decision:
     passed: np.ndarray
     reasons: pa.Array  # list<string> per episode (empty when passed)
     used: list[Validator]
+    pile_columns: dict[str, pa.Array] = field(default_factory=dict)  # validators' columns for the pile rows
 
 
 def _prior_for(prior: pa.Table | None, v: Validator) -> pa.Table | None:
@@ -137,11 +170,12 @@ def _prior_for(prior: pa.Table | None, v: Validator) -> pa.Table | None:
     return t if t.num_rows else None
 
 
-def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None = None) -> Decision:
+def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None = None, now: datetime | None = None) -> Decision:
     """Run every validator the policy requires for each episode's source and combine: V(s) = AND.
 
     `prior` holds verdicts already stored for this round; where one exists for (episode, validator, version) it
-    is used instead of the fresh one, so a repairing run decides exactly as the interrupted one did.
+    is used instead of the fresh one, so a repairing run decides exactly as the interrupted one did, and it is left
+    out of the returned verdict rows (it is stored already). `now`: the verdicts' validated_at (one per run).
     """
     sources = batch.col("source").to_pylist() if batch.n else []
     uniq = sorted(set(sources))
@@ -152,21 +186,27 @@ def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None =
     fail_code: list[pa.Array] = []
     parts: list[pa.Table] = []
     used: list[Validator] = []
-    now = pa.scalar(datetime.now(timezone.utc), pa.timestamp("us", tz="UTC"))
+    extra: dict[str, pa.Array] = {}
+    now_ = pa.scalar(now or datetime.now(timezone.utc), pa.timestamp("us", tz="UTC"))
     for order, (spec, v) in enumerate(plan.validators.items()):
         users = [s for s in uniq if spec in plan.policy.for_source(s)]
         if not users:
             continue
         if len(users) == len(uniq):
             idx = np.arange(batch.n)
-            res = v.check_batch(batch)
+            sub = batch
         else:
             idx = np.flatnonzero(np.asarray(pc.is_in(src_arr, pa.array(users)).to_numpy(zero_copy_only=False)))
             if not len(idx):
                 continue
-            res = v.check_batch(batch.take(idx))
+            sub = batch.take(idx)
+        res = v.check_batch(sub)
         used.append(v)
+        for name, col in v.pile_columns(sub).items():
+            if name not in extra:
+                extra[name] = col if len(idx) == batch.n else _scatter(col, idx, batch.n)
         pri = _prior_for(prior, v)
+        stored = None
         if pri is not None:  # reuse stored verdicts for the same key
             pos = pc.index_in(res.column("episode_id"), value_set=pri.column("episode_id"))
             found = np.asarray(pc.is_valid(pos).to_numpy(zero_copy_only=False), dtype=bool)
@@ -176,6 +216,7 @@ def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None =
                 for c in ("passed", "reason", "score", "details"):
                     cols[c] = pc.if_else(pa.array(found), pc.take(pri.column(c), take), res.column(c))
                 res = pa.table({"episode_id": res.column("episode_id"), **cols})
+                stored = found
         ok = np.asarray(res.column("passed").to_numpy(zero_copy_only=False), dtype=bool)
         passed[idx] &= ok
         bad = np.flatnonzero(~ok)
@@ -184,24 +225,30 @@ def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None =
             fail_order.append(np.full(len(bad), order))
             fail_code.append(res.column("reason").take(pa.array(bad)).combine_chunks())
         n = res.num_rows
-        parts.append(
-            pa.table(
-                {
-                    "episode_id": res.column("episode_id"),
-                    "round": pa.array(np.full(n, round, dtype=np.int32)),
-                    "validator": pa.repeat(pa.scalar(v.name), n),
-                    "version": pa.repeat(pa.scalar(v.version), n),
-                    "passed": res.column("passed"),
-                    "reason": res.column("reason"),
-                    "score": res.column("score"),
-                    "details": res.column("details"),
-                    "validated_at": pa.repeat(now, n),
-                }
-            )
+        part = pa.table(
+            {
+                "episode_id": res.column("episode_id"),
+                "round": pa.array(np.full(n, round, dtype=np.int32)),
+                "validator": pa.repeat(pa.scalar(v.name), n),
+                "version": pa.repeat(pa.scalar(v.version), n),
+                "passed": res.column("passed"),
+                "reason": res.column("reason"),
+                "score": res.column("score"),
+                "details": res.column("details"),
+                "validated_at": pa.repeat(now_, n),
+            }
         )
+        parts.append(part if stored is None else part.filter(pa.array(~stored)))
     verdicts = pa.concat_tables(parts) if parts else None
     reasons = _reason_lists(batch.n, fail_ep, fail_order, fail_code)
-    return Decision(verdicts, passed, reasons, used)
+    return Decision(verdicts, passed, reasons, used, extra)
+
+
+def _scatter(col: pa.Array, idx: np.ndarray, n: int) -> pa.Array:
+    """A length-n array with col's values at positions idx and nulls elsewhere."""
+    inv = np.full(n, -1, dtype=np.int64)
+    inv[idx] = np.arange(len(idx))
+    return col.take(pa.array(inv, mask=inv < 0))
 
 
 def _reason_lists(n: int, eps: list[np.ndarray], orders: list[np.ndarray], codes: list[pa.Array]) -> pa.Array:
@@ -217,10 +264,6 @@ def _reason_lists(n: int, eps: list[np.ndarray], orders: list[np.ndarray], codes
 
 
 # ------------------------------------------------------------------------------------------------- routing
-def _routed_ids(lake: Lake) -> pa.Array:
-    return pa.concat_arrays([lake.read(p, ["episode_id"]).column("episode_id").combine_chunks() for p in PILES])
-
-
 def new_episodes_filter(round: int, routed: pa.Array) -> pc.Expression:
     flt = pc.field("round") == round
     return flt & ~pc.field("episode_id").isin(routed) if len(routed) else flt
@@ -243,7 +286,7 @@ def route_round(
     RoutingError when an invariant does not hold afterwards. Safe to re-run at any point.
     """
     say = progress or (lambda stage, info: None)
-    routed = _routed_ids(lake)
+    routed = pile_ids(lake, round)  # a pile row's round is its episode's: the rest of the piles cannot match
     new_meta = lake.read("episodes", DQ_COLUMNS + ["task_family"], filter=new_episodes_filter(round, routed))
     say("loaded", {"n": new_meta.num_rows})
     dq: DQResult | None = None
@@ -266,17 +309,20 @@ def route_round(
         plan.prepare(lake, set(pc.unique(new_meta.column("source")).to_pylist()))
         has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
         prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
-        scanner = lake.dataset("episodes").scanner(filter=new_episodes_filter(round, routed), batch_size=chunk_size)
-        for chunk in _chunks(scanner.to_batches(), chunk_size):
-            routed_now += route_batch(lake, round, chunk, plan, prior, say)
+        run_ts = datetime.now(timezone.utc)  # every verdict of this run carries it (see route_batch)
+        r = plan.reads()
+        tables = projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields,
+                                 filter=new_episodes_filter(round, routed))  # fmt: skip
+        for chunk in _chunks(tables, chunk_size):
+            routed_now += route_batch(lake, round, chunk, plan, prior, say, r.loaded, run_ts)
     summary = summarize(lake, round)
     summary.routed_now = routed_now
     summary.dq = _dq_info(dq) if dq else None
-    fields = {k: getattr(summary, k) for k in ("n_new", "n_pass", "n_fail", "pass_rate", "pass_rate_lo", "pass_rate_hi", "sft_size", "ct_size")}
+    fields_ = {k: getattr(summary, k) for k in ("n_new", "n_pass", "n_fail", "pass_rate", "pass_rate_lo", "pass_rate_hi", "sft_size", "ct_size")}
     breakdown: dict[str, Any] = {"by_source": summary.by_source, "by_family": summary.by_family, "reasons": summary.reasons}
     if dq:
         breakdown["dq"] = summary.dq
-    update_round(lake, round, breakdown=breakdown, **fields)
+    update_round(lake, round, breakdown=breakdown, **fields_)
     say("done", summary.as_dict())
     return summary
 
@@ -286,35 +332,55 @@ def _dq_info(dq: DQResult) -> dict[str, Any]:
             "overridden": dq.overridden, "failed": [f["expectation"] + f"({f.get('column')})" for f in dq.failed]}  # fmt: skip
 
 
-def _chunks(batches: Any, size: int) -> Any:
-    buf: list[pa.RecordBatch] = []
+def _chunks(tables: Any, size: int) -> Any:
+    """Tables (one per data file) regrouped into chunks of about `size` rows (no nested column is copied)."""
+    buf: list[pa.Table] = []
     n = 0
-    for b in batches:
-        if b.num_rows == 0:
-            continue
-        buf.append(b)
-        n += b.num_rows
-        if n >= size:
-            yield pa.Table.from_batches(buf)
-            buf, n = [], 0
+    for t in tables:
+        while t.num_rows:
+            take = t.slice(0, size - n)
+            buf.append(take)
+            n += take.num_rows
+            t = t.slice(take.num_rows)
+            if n >= size:
+                yield pa.concat_tables(buf)
+                buf, n = [], 0
     if buf:
-        yield pa.Table.from_batches(buf)
+        yield pa.concat_tables(buf)
 
 
-def route_batch(lake: Lake, round: int, table: pa.Table, plan: Plan, prior: pa.Table | None, say: Progress) -> int:
-    """Decide and route one chunk of new episodes: verdicts, then sft, then ct (each idempotent)."""
-    batch = EpisodeBatch(table)
-    d = decide(batch, plan, round, prior)
+def route_batch(
+    lake: Lake,
+    round: int,
+    table: pa.Table,
+    plan: Plan,
+    prior: pa.Table | None,
+    say: Progress,
+    loaded: frozenset[str] | None = None,
+    run_ts: datetime | None = None,
+) -> int:
+    """Decide and route one chunk of new episodes: verdicts, then sft, then ct (each idempotent).
+
+    Verdicts: `decide` leaves out those already stored (`prior`, read at the start of the run), and the chunks of
+    one run judge disjoint episodes, so the append only needs to look for keys written by another run of this round
+    that started earlier and committed since: rows with validated_at before `run_ts` (every row of this run carries
+    run_ts, so Delta statistics skip this run's own files instead of re-reading them chunk after chunk).
+    Pile rows are thin (schemas.tables.SFT / CT): the episode's id and flat columns, the routing round, the
+    validators' pile columns (the exact-dedup content key) and, for CT, the failing reasons."""
+    batch = EpisodeBatch(table, loaded)
+    run_ts = run_ts or datetime.now(timezone.utc)
+    d = decide(batch, plan, round, prior, now=run_ts)
     if d.verdicts is not None:
-        lake.append("verdicts", d.verdicts)
+        lake.append("verdicts", d.verdicts, scope=pc.field("validated_at") < pa.scalar(run_ts, pa.timestamp("us", tz="UTC")))
     say("verdicts_written", {"n": batch.n})
-    rr = pa.array(np.full(batch.n, round, dtype=np.int32))
+    cols = {c: table.column(c) for c in PILE_EPISODE_COLUMNS}
+    cols["round_routed"] = pa.array(np.full(batch.n, round, dtype=np.int32))
+    rows = pa.table({**cols, **d.pile_columns})
     mask = pa.array(d.passed)
-    with_round = table.append_column(pa.field("round_routed", pa.int32(), nullable=False), rr)
-    n_sft = lake.append("sft", with_round.filter(mask).select(SFT.names))
+    n_sft = lake.append("sft", rows.filter(mask))
     say("sft_appended", {"n": n_sft})
-    ct = with_round.append_column(pa.field("reasons", pa.list_(pa.string()), nullable=False), d.reasons)
-    n_ct = lake.append("ct", ct.filter(pc.invert(mask)).select(CT.names))
+    ct = rows.append_column(pa.field("reasons", pa.list_(pa.string()), nullable=False), d.reasons)
+    n_ct = lake.append("ct", ct.filter(pc.invert(mask)))
     say("ct_appended", {"n": n_ct})
     for v in d.used:
         v.after_batch(batch, d.passed)

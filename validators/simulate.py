@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from storage.lake import Lake
+from storage.piles import read_pile
 from validators.routing import route_round
 from validators.synthetic import screenshot_pool, synthetic_rollouts
 
@@ -41,7 +42,7 @@ class SimRound:
 
 def _false_count(lake: Lake, pile: str, round: int | None = None) -> int:
     flt = None if round is None else pc.field("round_routed") == round
-    meta = lake.read(pile, ["meta"], filter=flt).column("meta")
+    meta = read_pile(lake, pile, ["meta"], filter=flt).column("meta")
     return int(pc.sum(pc.match_substring(meta, _FALSE)).as_py() or 0)
 
 

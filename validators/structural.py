@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from flywheel.records import SOURCES
 from schemas.actions import DIRECTIONS, NOARG_KINDS, POINT_KINDS, TEXT_KINDS, ActionError, parse_action
-from validators.base import EpisodeBatch, Outcome, Validator, as_bool, as_float, step_details
+from validators.base import EpisodeBatch, Outcome, Validator, as_bool, as_float, per_value, step_details
 
 # ------------------------------------------------------------------ canonical action grammar (RE2, pyarrow)
 _C = r"(?:\d{1,4}|1[0-5]\d{3}|16[0-2]\d{2}|163[0-7]\d|1638[0-4])"  # 0..16384 = MAX_COORD
@@ -68,6 +68,7 @@ class Schema(Validator):
 
     name = "schema"
     codes = ("schema_invalid",)
+    reads = ("source", "task_id", "instruction", "n_steps", "steps.index")
     defaults = {"min_steps": 1}
 
     def _check(self, b: EpisodeBatch) -> Outcome:
@@ -93,6 +94,7 @@ class ActionGrammar(Validator):
 
     name = "action_grammar"
     codes = ("bad_action",)
+    reads = ("steps.action",)
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         bad = ~actions_valid(b.step("action"))
@@ -105,6 +107,7 @@ class OnScreen(Validator):
 
     name = "on_screen"
     codes = ("off_screen", "no_screen_size")
+    reads = ("screen_width", "screen_height", "steps.x", "steps.y", "steps.x2", "steps.y2")
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         w = as_float(b.col("screen_width"))[b.parent]
@@ -112,7 +115,10 @@ class OnScreen(Validator):
         off = np.zeros(b.n_steps_total, dtype=bool)
         has_coord = np.zeros(b.n_steps_total, dtype=bool)
         for cx, cy in (("x", "y"), ("x2", "y2")):
-            x, y = as_float(b.step(cx)), as_float(b.step(cy))
+            sx, sy = b.step(cx), b.step(cy)
+            if sx.null_count == len(sx) or sy.null_count == len(sy):  # no such coordinate in the batch (x2/y2: drags)
+                continue
+            x, y = as_float(sx), as_float(sy)
             present = ~np.isnan(x) & ~np.isnan(y)
             has_coord |= present
             with np.errstate(invalid="ignore"):
@@ -130,6 +136,7 @@ class MonotonicTime(Validator):
 
     name = "monotonic_time"
     codes = ("time_not_monotonic",)
+    reads = ("steps.t_start", "steps.t_end")
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         ts, te = as_float(b.step("t_start")), as_float(b.step("t_end"))
@@ -149,10 +156,12 @@ class Thoughts(Validator):
 
     name = "thoughts"
     codes = ("empty_thought",)
+    reads = ("steps.thought",)
     defaults = {"min_share": 1.0}
 
     def _check(self, b: EpisodeBatch) -> Outcome:
-        has = as_bool(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.step("thought"))), 0))
+        t = b.step("thought")  # non-blank: non-empty and not all whitespace (no trimmed copy of every thought)
+        has = as_bool(pc.and_(pc.greater(pc.binary_length(t), 0), pc.invert(pc.utf8_is_space(t))))
         n_with = b.count_step(has)
         share = np.divide(n_with, b.lengths, out=np.zeros(b.n), where=b.lengths > 0)
         failed = share < self.params["min_share"] - 1e-12
@@ -183,13 +192,16 @@ class Screenshot(Validator):
 
     name = "screenshot"
     codes = ("screenshot_missing", "screenshot_undecodable")
+    reads = ("steps.screenshot_uri", "steps.screenshot_sha256")
+    accepts_dictionary = ("steps.screenshot_uri", "steps.screenshot_sha256")
     defaults = {"decode": "sample", "sample": 16, "decode_all_below": 64, "seed": 0}
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         uri, sha = b.step("screenshot_uri"), b.step("screenshot_sha256")
-        present = as_bool(pc.equal(pc.binary_length(sha), 64)) & as_bool(pc.greater(pc.binary_length(uri), 0))
-        if present.any():  # lower-case hex only (the regex runs on 64-byte strings, cheap)
-            present &= as_bool(pc.match_substring_regex(sha, _SHA), null=True)
+        # 64 lower-case hex digits (length first: the regex then only meets 64-byte strings); once per distinct
+        # value when routing read the fields as dictionaries
+        ok_sha = per_value(sha, lambda v: pc.and_kleene(pc.equal(pc.binary_length(v), 64), pc.match_substring_regex(v, _SHA)))
+        present = as_bool(ok_sha) & as_bool(per_value(uri, lambda v: pc.greater(pc.binary_length(v), 0)))
         missing = b.any_step(~present)
         bad_step = ~present
         undecodable = np.zeros(b.n, dtype=bool)
@@ -204,7 +216,7 @@ class Screenshot(Validator):
             read = default_reader(self.context)
             bad_shas = {h: err for h, u in distinct.items() if (err := _decode_error(read, u, h))}
             if bad_shas:
-                bad_img = as_bool(pc.is_in(sha, pa.array(list(bad_shas), pa.string())))
+                bad_img = as_bool(per_value(sha, lambda v: pc.is_in(v, pa.array(list(bad_shas), pa.string()))))
                 undecodable = b.any_step(bad_img) & ~missing
                 bad_step = bad_step | bad_img
                 first = b.first_step(bad_img)
@@ -245,6 +257,7 @@ class StepLimit(Validator):
 
     name = "step_limit"
     codes = ("step_limit",)
+    reads = ("outcome", "steps")
     defaults = {"max_steps": 100}
 
     def _check(self, b: EpisodeBatch) -> Outcome:

@@ -1,4 +1,5 @@
-"""`flywheel demo`: the whole flywheel on the built-in sandbox, with a progress display and a closing rounds table."""
+"""`flywheel demo`: the whole flywheel on the built-in sandbox or MiniWoB++ in headless Chromium (`--env miniwob`),
+with a progress display and a closing rounds table (and, for MiniWoB++, a per-task table)."""
 
 from __future__ import annotations
 
@@ -40,17 +41,38 @@ def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
+def per_task_table(rows: list[dict[str, Any]]) -> Table:
+    """Held-out success per task (a MiniWoB++ task is a family) and round, beside the scripted expert's."""
+    tasks = sorted({t for r in rows for t in r["eval_by_family"]})
+    ref = next((r["demonstrator_eval"] for r in rows if r.get("demonstrator_eval")), {})
+    t = Table(title="held-out success per task (%)")
+    for col in ["task", "expert", *[f"round {r['round']}" for r in rows]]:
+        t.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
+    for name in tasks:
+        t.add_row(name, _pct(ref.get(name)), *[_pct(r["eval_by_family"].get(name)) for r in rows])
+    return t
+
+
+def _tasks_arg(values: list[str] | None) -> list[str] | None:
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    return names or None
+
+
 def demo(
     rounds: Annotated[int, typer.Option("--rounds", "-n", min=1, help="Flywheel rounds after the cold start.")] = 3,
     lake: LakeOpt = None,
     fresh: Annotated[bool, typer.Option("--fresh/--resume", help="Start from an empty lake (default) or reuse it.")] = True,
     quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes: a smoke test of every stage (nothing learns).")] = False,
+    env: Annotated[str, typer.Option("--env", help="Environment backend: sandbox (built in) or miniwob (MiniWoB++ in headless Chromium).")] = "sandbox",
+    tasks: Annotated[list[str] | None, typer.Option("--tasks", help="MiniWoB++ tasks, comma-separated or repeated (default: all 12 with a demonstrator).")] = None,
 ) -> None:
-    """Run the flywheel on the built-in sandbox: a cold start from demonstrator data through all three ingestion
-    paths (think-aloud bundles, interactive sessions, rollout files), then N rounds of rejection sampling ->
-    validate and route -> CT when due -> SFT -> RL -> held-out evaluation. Prints the rounds table at the end.
+    """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
+    data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then N rounds
+    of rejection sampling -> validate and route -> CT when due -> SFT -> RL -> held-out evaluation. Prints the
+    rounds table at the end (and held-out success per task for MiniWoB++).
 
     Example: flywheel demo --rounds 3 --lake ./lake-demo
+    Example: flywheel demo --env miniwob --tasks click-button,click-link,enter-text --quick --rounds 1
     """
     import shutil
 
@@ -61,6 +83,16 @@ def demo(
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from pathlib import Path
 
+    names = _tasks_arg(tasks)
+    if env not in ("sandbox", "miniwob"):
+        raise ValueError(f"unknown --env {env!r}; expected sandbox or miniwob")
+    cfg = quick_config() if quick else DemoConfig()
+    if env == "miniwob":
+        from training.envs_miniwob import demo_config
+
+        cfg = demo_config(cfg, names, eval_per_task=2 if quick else 10, quick=quick)
+    elif names:
+        raise ValueError("--tasks is for --env miniwob (the sandbox demo uses every family)")
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():
         if not (Path(lake_uri) / MARKER).is_file():  # never wipe a lake the demo did not create
@@ -87,8 +119,13 @@ def demo(
             else:
                 bar.update(task, description=f"round 0: {info.get('what', kind)}", info="")
 
-        rows = flywheel_demo(lake_uri, rounds, quick_config() if quick else DemoConfig(), say)
+        rows = flywheel_demo(lake_uri, rounds, cfg, say)
     console.print(rounds_rich_table(rows))
+    if env == "miniwob":
+        console.print(per_task_table(rows))
+        st = rows[-1]["env"] if rows else {}
+        console.print(f"browsers {st.get('browsers')}, browser crashes {st.get('crashes')} (failed attempts), "
+                      f"restarts {st.get('restarts')}, requests off 127.0.0.1 {st.get('net_attempts')}")  # fmt: skip
     console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {lake_uri}")
 
 
@@ -104,6 +141,8 @@ def _summary(stage: str, info: Any) -> str:
     if stage == "eval":
         o = info["overall"]
         lv = " ".join(f"L{k} {100 * v['rate']:.0f}" for k, v in info["by_level"].items())
+        if info.get("env", {}).get("name") == "miniwob":  # one level: the per-task rates say more
+            lv = " ".join(f"{k} {100 * v['rate']:.0f}" for k, v in info["by_family"].items())
         return f"held-out {100 * o['rate']:.1f}% [{100 * o['lo']:.1f}, {100 * o['hi']:.1f}] n={o['n']} ({lv})"
     return str(info)
 

@@ -33,12 +33,36 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
 
     lk = open_lake(lake, create=True)
     cfg = load_round_config(config)
-    out = flywheel_round(
-        lake=str(lk.uri), round=round, resume=resume, landing=landing or get_settings().landing, cfg=cfg,
-        dashboard=str(dashboard) if dashboard else None, train_deployment=train_deployment,
-    )
+    try:
+        out = flywheel_round(
+            lake=str(lk.uri), round=round, resume=resume, landing=landing or get_settings().landing, cfg=cfg,
+            dashboard=str(dashboard) if dashboard else None, train_deployment=train_deployment,
+        )
+    except Exception as e:
+        from flows.round import PrefectAPIDown, prefect_api_failure
+        from prefect.settings import PREFECT_API_URL
+
+        why = prefect_api_failure(e)
+        if why is None:
+            raise
+        raise PrefectAPIDown(f"the Prefect API at {PREFECT_API_URL.value()} did not answer ({why}); {_after_api_loss(lk, cfg)}") from e
     console.print(f"round {out['round']} finished: {', '.join(out['stages']) or 'nothing left to run'}")
     _status_table(lk, only=out["round"])
+
+
+def _after_api_loss(lk, cfg) -> str:  # noqa: ANN001
+    """What to do after a round lost the Prefect API: the lake, not Prefect, says which stages are done."""
+    from flows.stages import pending_stages, round_state
+
+    try:
+        rounds = sorted(set(lk.read("rounds", columns=["round"]).column("round").to_pylist()))
+    except Exception:  # noqa: BLE001 - the lake may be down too; the Prefect error is the one to report
+        return "`flywheel round status` shows which stages are done"
+    for r in rounds:
+        if round_state(lk, r, cfg) == "incomplete":
+            return (f"round {r}'s finished stages are kept (pending: {', '.join(pending_stages(lk, r, cfg))}): "
+                    f"run `flywheel round resume {r}` once it answers")  # fmt: skip
+    return "no round is left half-done (`flywheel round status`); run the command again once it answers"
 
 
 def run(

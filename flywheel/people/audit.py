@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.lake import Lake, content_id
+from storage.piles import read_pile
 
 #: Columns a sample can be stratified by.
 STRATA = ("source", "validators", "task_family", "group")
@@ -74,7 +75,7 @@ def candidates(lake: Lake, round: int, pile_version: int | None = None) -> Candi
     """The SFT pile's episodes of `round` at `pile_version` (the newest when None), with their validator sets."""
     v = lake.version("sft") if pile_version is None else pile_version
     cols = ["episode_id", "round", "source", "task_family", "group"]
-    t = lake.read("sft", cols, version=v, filter=pc.field("round") == round)
+    t = read_pile(lake, "sft", cols, version=v, filter=pc.field("round") == round)
     frame = pl.from_arrow(t)
     assert isinstance(frame, pl.DataFrame)
     vs = validator_sets(lake, t.column("episode_id"))

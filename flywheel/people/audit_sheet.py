@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from flywheel.people.audit import AuditSample
 from storage.errors import LakeError
 from storage.lake import Lake
+from storage.piles import read_pile
 
 SHEET_HTML = "sheet.html"
 SHEET_CSV = "verdicts.csv"
@@ -122,7 +123,7 @@ def write_sheet(lake: Lake, s: AuditSample, out_dir: Path) -> Sheet:
     from jinja2 import Environment
 
     ids = s.episodes.get_column("episode_id").to_list()
-    rows = lake.read("sft", version=s.pile_version, filter=pc.field("episode_id").isin(pa.array(ids, pa.string()))).to_pylist()
+    rows = read_pile(lake, "sft", version=s.pile_version, filter=pc.field("episode_id").isin(pa.array(ids, pa.string()))).to_pylist()
     by_id = {r["episode_id"]: r for r in rows}
     extra = {r["episode_id"]: r for r in s.episodes.iter_rows(named=True)}
     n_shots = missing = 0

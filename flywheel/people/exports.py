@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from flywheel import PIPELINE_VERSION
 from storage.errors import LakeError
 from storage.lake import Lake
+from storage.piles import PILES, read_pile
 from training.config import PromptConfig
 from training.prompt import render_answer, render_prompt
 
@@ -255,7 +256,8 @@ def export(
     table, key, build = KINDS[kind]
     v = lake.version(table) if version is None else version
     flt = None if round is None else pc.field("round") == round
-    rows = lake.read(table, version=v, filter=flt).sort_by([("round", "ascending"), (key, "ascending")])
+    rows = read_pile(lake, table, version=v, filter=flt) if table in PILES else lake.read(table, version=v, filter=flt)
+    rows = rows.sort_by([("round", "ascending"), (key, "ascending")])
     features = _features(kind)
     made = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lineage = {

@@ -5,28 +5,27 @@ sandbox.export and sandbox.rollout.to_episode take them as they are; this module
 platform (``miniwob`` / ``web`` instead of the sandbox's) and keeps MiniWoB's raw reward:
 
     to_episode(attempt, source, session_id, round)      flywheel.records.Episode
-    write_rollout_file(attempts, path, policy_version)  rollout file (JSONL/Parquet), app = miniwob
-    write_think_aloud(attempt, out_dir)                 think-aloud bundle (sandbox.export; see note)
+    write_rollout_file(attempts, path, policy_version)  rollout file (JSONL/Parquet)
+    write_think_aloud(attempt, out_dir)                 think-aloud bundle
     write_annotations(attempts, path)                   interactive-annotation session (attempts run with
                                                         demonstrators.Interactive)
-
-Note: sandbox.export.write_think_aloud and write_annotations write ``app="flywheel-sandbox"`` into the bundle
-and session (they take no app argument); the task id (``miniwob/...``) and the manifest's ``sandbox_task``
-still say where the attempt came from.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sandbox.export import to_rollout, write_annotations, write_think_aloud
+from sandbox import export as _sx
 from sandbox.rollout import Attempt
 from sandbox.rollout import to_episode as _sandbox_episode
 
 APP, PLATFORM = "miniwob", "web"
+
+write_think_aloud = partial(_sx.write_think_aloud, app=APP, platform=PLATFORM)
+write_annotations = partial(_sx.write_annotations, app=APP, platform=PLATFORM)
 
 __all__ = ["APP", "PLATFORM", "to_episode", "to_rollout_attempt", "write_annotations", "write_rollout_file", "write_think_aloud"]
 
@@ -49,7 +48,7 @@ def to_episode(
 
 
 def to_rollout_attempt(a: Attempt, policy_version: str, run_id: str | None = None, logprobs: Any = None) -> Any:
-    return dataclasses.replace(to_rollout(a, policy_version, run_id=run_id, logprobs=logprobs), app=APP, platform=PLATFORM)
+    return _sx.to_rollout(a, policy_version, run_id=run_id, logprobs=logprobs, app=APP, platform=PLATFORM)
 
 
 def write_rollout_file(attempts: Iterable[Attempt], path: str | Path, policy_version: str, run_id: str | None = None, format: str = "jsonl") -> int:  # noqa: A002

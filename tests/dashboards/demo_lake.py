@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from statsmodels.stats.proportion import proportion_confint
 
 from flywheel import PIPELINE_VERSION
-from schemas.tables import STEP
+from schemas.tables import CT, SFT, STEP
 from storage.lake import Lake
 
 SOURCES = np.array(["rollout", "think_aloud", "interactive"])
@@ -141,8 +141,8 @@ def build_demo_lake(lake: Lake, *, rounds: int = 6, episodes: int = 3000, seed: 
         ct = ep.filter(pc.invert(ok))
         ct = ct.append_column("round_routed", ct.column("round"))
         ct = ct.append_column("reasons", pa.array([[r] for r in reasons_fail[sl][~passed[sl]]], pa.list_(pa.string())))
-        lake.append("sft", sft)
-        lake.append("ct", ct)
+        lake.append("sft", sft.select([c for c in SFT.names if c in sft.column_names]))  # thin pile rows
+        lake.append("ct", ct.select([c for c in CT.names if c in ct.column_names]))
         if verdicts:
             lake.append("verdicts", _verdicts(ids[sl], rnd[sl], passed[sl], reasons_fail[sl], failed_validator[sl], rng))
         del ep, sft, ct

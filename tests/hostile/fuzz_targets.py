@@ -16,6 +16,7 @@ import json
 import shutil
 import tempfile
 import zipfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -197,18 +198,25 @@ class Crash(AssertionError):
     """A reader broke its contract on a hostile input."""
 
 
+OUTCOMES: Counter[tuple[str, str]] = Counter()
+"""(target, outcome) -> count over this process: each quarantine code, `refused` / `parsed` for actions. The
+benchmark reports it, to show the hostile inputs reached many different checks rather than one early refusal."""
+
+
 def target_action(s: str) -> None:
     from schemas.actions import ActionError, format_action, parse_action
 
     try:
         a = parse_action(s)
     except ActionError:
+        OUTCOMES["action", "refused"] += 1
         return
     except Exception as e:  # noqa: BLE001
         raise Crash(f"parse_action({s[:200]!r}) raised {type(e).__name__}: {e}") from e
     again = parse_action(format_action(a))
     if again != a:
         raise Crash(f"round trip changed {s[:200]!r}: {a} -> {again}")
+    OUTCOMES["action", "parsed"] += 1
 
 
 def _check_quarantine(items: list[Any], what: str) -> None:
@@ -217,6 +225,7 @@ def _check_quarantine(items: list[Any], what: str) -> None:
             raise Crash(f"{what}: quarantine record without a reason: {q}")
         if q.error_type == "internal_error":
             raise Crash(f"{what}: unforeseen exception inside the reader: {q.error}")
+        OUTCOMES[what, q.error_type] += 1
 
 
 def target_rollout_block(data: bytes) -> tuple[int, int]:
@@ -237,6 +246,7 @@ def target_rollout_block(data: bytes) -> tuple[int, int]:
     nonblank = len(rows) if one_per_line else min(len(rows), 1)
     if len(seen) < nonblank:
         raise Crash(f"rollouts: {nonblank} non-blank line(s) but only {len(seen)} accounted for (episode or quarantine)")
+    OUTCOMES["rollouts", "episode"] += conv.episodes.num_rows
     return conv.episodes.num_rows, len(bad) + len(conv.quarantined)
 
 
@@ -252,6 +262,7 @@ def target_annotation(data: bytes, workdir: Path) -> tuple[int, int]:
     _check_quarantine(s.quarantined, "annotations")
     if not s.episodes and not s.quarantined and s.session.get("n_episodes") != 0:
         raise Crash("annotations: neither an episode, a quarantine record nor an empty session")
+    OUTCOMES["annotations", "episode"] += len(s.episodes)
     return len(s.episodes), len(s.quarantined)
 
 
@@ -273,6 +284,7 @@ def target_bundle(lake: Any, parts: dict[str, Any], raw: dict[str, bytes] | None
         _check_quarantine(o.quarantined, "think-aloud")
         if not o.episodes and not o.quarantined and not o.timings.get("skipped"):
             raise Crash("think-aloud: neither an episode nor a quarantine record")
+        OUTCOMES["think-aloud", "episode"] += len(o.episodes)
         return o.quarantined[0].error_type if o.quarantined else "ok"
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -65,3 +65,14 @@ def test_the_valid_seeds_are_valid(fuzz_lake, tmp_path: Path) -> None:
     assert ft.target_bundle(fuzz_lake, PARTS, None, None, tmp_path) == "ok"
     for a in ft.VALID_ACTIONS:
         ft.target_action(a)
+
+
+@pytest.mark.parametrize("shot", ["screenshots/0000.png", "screenshots/0001.png"])
+def test_a_png_with_a_truncated_header_is_quarantined(fuzz_lake, tmp_path: Path, shot: str) -> None:  # noqa: ANN001
+    """Found by `python -m bench fuzz`: Pillow raises ValueError("Truncated IHDR chunk") for a PNG whose header chunk
+    claims fewer than 13 bytes; it was an internal_error (a crash) and is now `screenshot_corrupt`."""
+    import struct
+
+    png = PARTS["shots"][shot]
+    bad = png[:8] + struct.pack(">I", 4) + png[12:]  # the IHDR chunk's length field says 4
+    assert ft.target_bundle(fuzz_lake, PARTS, {shot: bad}, None, tmp_path) == "screenshot_corrupt"

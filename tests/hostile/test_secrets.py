@@ -81,10 +81,30 @@ def test_errors_and_reprs_never_hold_credentials(moto_server, secret_env: dict[s
         _clean(str(e.value) + repr(e.value) + "".join(__import__("traceback").format_exception(e.value)), "an exception")
 
 
+def _prefect_record(artifact_key: str | None = None) -> tuple[str, list]:
+    """Everything the Prefect API holds (logs, artifacts, flow and task runs with their parameters and states), as
+    one text; and the artifacts with `artifact_key`."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    def every(read) -> list:  # noqa: ANN001 - the API serves at most 200 per request
+        out: list = []
+        while True:
+            page = read(limit=200, offset=len(out))
+            out += page
+            if len(page) < 200:
+                return out
+
+    with get_client(sync_client=True) as client:
+        parts = [log.message for log in every(client.read_logs)]
+        for read in (client.read_artifacts, client.read_flow_runs, client.read_task_runs):
+            parts += [json.dumps(x.model_dump(mode="json"), default=str) for x in every(read)]
+        keyed = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key]))) if artifact_key else []
+    return "\n".join(parts), keyed
+
+
 @pytest.mark.slow
 def test_prefect_logs_and_artifacts_never_hold_credentials(moto_server, secret_env: dict[str, str], tmp_path: Path, prefect_harness) -> None:  # noqa: ANN001
-    from prefect.client.orchestration import get_client
-
     from flows.ingest_records import ingest_rollouts
     from flows.maintain import maintain_flow
     from flywheel.settings import reset_settings_cache
@@ -99,14 +119,36 @@ def test_prefect_logs_and_artifacts_never_hold_credentials(moto_server, secret_e
         with pytest.raises(Exception) as e:
             flow()
         _clean(str(e.value) + "".join(__import__("traceback").format_exception(e.value)), "a flow's exception")
-    with get_client(sync_client=True) as client:
-        logs = client.read_logs(limit=200)
-        artifacts = client.read_artifacts(limit=200)
-        runs = client.read_flow_runs(limit=50)
-        task_runs = client.read_task_runs(limit=200)
-    assert logs and runs
-    _clean("\n".join(log.message for log in logs), "Prefect logs")
-    _clean("\n".join(json.dumps(a.model_dump(mode="json"), default=str) for a in artifacts), "Prefect artifacts")
-    _clean("\n".join(json.dumps(r.model_dump(mode="json"), default=str) for r in runs), "Prefect flow runs (parameters, states)")
-    _clean("\n".join(json.dumps(t.model_dump(mode="json"), default=str) for t in task_runs), "Prefect task runs")
-    assert any("Traceback" in log.message or "failed" in log.message.lower() for log in logs)  # the failures were logged
+    record, _ = _prefect_record()
+    assert lake.split("/")[2] in record  # the runs of this lake are there (their parameters name its bucket)
+    _clean(record, "Prefect logs, artifacts, flow runs (parameters, states) and task runs")
+    assert "Traceback" in record or "failed" in record.lower()  # the failures were logged
+
+
+@pytest.mark.slow
+def test_a_round_on_s3_never_puts_credentials_in_its_artifact_runs_or_dashboard(moto_server, secret_env: dict[str, str], tmp_path: Path,
+                                                                               prefect_harness) -> None:  # noqa: ANN001
+    """A whole round (ingest, route, SFT, sampling, evaluation, summary artifact, dashboard) on an S3 lake, then a
+    round that fails because the endpoint died: the secret is in neither the round's artifact nor anything else
+    Prefect holds, nor the dashboard page."""
+    from flows.round import flywheel_round
+    from flows.stages import load_round_config
+    from flywheel.settings import reset_settings_cache
+    from storage import Lake
+    from tests.rounds.helpers import write_config, write_landing
+
+    lake = f"s3://{moto_server.new_bucket()}/lake"
+    landing = write_landing(Lake.open(lake, create=True), tmp_path / "landing", n_expert=8, n_novice=4, n_inter=1)
+    cfg = load_round_config(write_config(tmp_path / "round.json"))
+    dash = tmp_path / "dash.html"
+    out = flywheel_round(lake=lake, landing=str(landing), cfg=cfg, dashboard=str(dash))
+    assert out["round"] == 0 and "summary" in out["stages"]
+    os.environ["FLYWHEEL_S3_ENDPOINT_URL"] = f"http://127.0.0.1:{free_port()}"  # the next round cannot reach the lake
+    reset_settings_cache()
+    with pytest.raises(Exception) as e:
+        flywheel_round(lake=lake, round=1, landing=str(landing), cfg=cfg)
+    _clean(str(e.value) + "".join(__import__("traceback").format_exception(e.value)), "a failed round's exception")
+    record, arts = _prefect_record("flywheel-round-0")
+    assert arts and "Flywheel round 0" in arts[0].data and lake.split("/")[2] in record  # the record is about this lake
+    _clean(record, "the Prefect record of two rounds (artifact, logs, runs)")
+    _clean(dash.read_text(errors="replace"), "the dashboard page")

@@ -153,7 +153,9 @@ def simulated(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     for r, leniency in ((1, 0.35), (2, 0.1)):
         lake.append("episodes", synthetic_rollouts(1200, r, screenshots=pool, steps=3, seed=r, true_pass_share=0.6, leniency=leniency))
         route_round(lake, r, policy=policy)
-    truth = pl.from_arrow(lake.read("sft", ["episode_id", "meta"])).select(
+    from storage.piles import read_pile
+
+    truth = pl.from_arrow(read_pile(lake, "sft", ["episode_id", "meta"])).select(
         "episode_id", pl.col("meta").str.json_path_match("$.truth").eq("true").alias("truth")
     )
     return lake, truth

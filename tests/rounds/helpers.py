@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 TINY_ROUND = {
@@ -49,3 +51,59 @@ def write_landing(lake, landing: Path, n_expert: int = 24, n_novice: int = 6, n_
     inter = run_many(tasks[n_expert + n_novice:], Interactive, screenshots=True)
     write_annotations_with_shots(lake, inter, landing / "annotations" / "session.json")
     return landing
+
+
+def setup_round(tmp: Path, name: str) -> tuple[Path, Path, Path]:
+    """A lake, a landing area with demonstrator data (deterministic: the same files for every lake) and a tiny
+    config."""
+    from storage import Lake
+
+    lake, landing, cfg = tmp / f"{name}-lake", tmp / f"{name}-landing", tmp / "round.json"
+    write_landing(Lake.open(lake, create=True), landing)
+    if not cfg.exists():
+        write_config(cfg, ct_every=1)
+    return lake, landing, cfg
+
+
+def round_cmd(lake: Path, landing: Path, cfg: Path, *args: str) -> list[str]:
+    from tests.rounds.conftest import FLYWHEEL
+
+    return [FLYWHEEL, "round", *args, "--lake", str(lake), "--landing", str(landing), "--config", str(cfg)]
+
+
+def run_cmd(env: dict[str, str], argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    from tests.rounds.conftest import REPO
+
+    return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def lake_state(lake: Path) -> dict:
+    """What an interrupted round must end with exactly as an uninterrupted one: piles, episodes, round counts."""
+    from storage import Lake
+
+    lk = Lake.open(lake)
+    rounds = {r["round"]: (r["n_new"], r["n_pass"], r["n_fail"], r["sft_size"], r["ct_size"]) for r in lk.read("rounds").to_pylist()}
+    return {
+        "sft": sorted(lk.read("sft", columns=["episode_id"]).column(0).to_pylist()),
+        "ct": sorted(lk.read("ct", columns=["episode_id"]).column(0).to_pylist()),
+        "episodes": sorted(zip(*[lk.read("episodes", columns=["episode_id", "round"]).column(i).to_pylist() for i in (0, 1)])),
+        "rounds": rounds,
+    }
+
+
+def wait_for_stage(proc: subprocess.Popen, lake: Path, stage: str, timeout: float = 600) -> str:
+    """Wait until the round lock says `proc` runs `stage`; return what the lock said."""
+    lock = lake / "locks" / "round.json"
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen = json.loads(lock.read_text())["what"]
+        except (FileNotFoundError, ValueError, KeyError):
+            seen = ""
+        if f"(stage {stage})" in seen:
+            return seen
+        time.sleep(0.05)
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.kill()
+    raise AssertionError(f"never saw stage {stage} running (last: {seen!r}; exit {proc.returncode}): {err[-1500:]}")

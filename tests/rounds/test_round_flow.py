@@ -12,91 +12,46 @@ from pathlib import Path
 import pytest
 
 from tests.rounds.conftest import FLYWHEEL, REPO
-from tests.rounds.helpers import write_config, write_landing
+from tests.rounds.helpers import lake_state, round_cmd, run_cmd, setup_round, wait_for_stage
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rounds")]
 
 ROUND1_STAGES = ["ingest", "route", "ct", "sft", "rl", "sample", "evaluate", "summary"]
 
 
-def _setup(tmp: Path, name: str) -> tuple[Path, Path, Path]:
-    """A lake, a landing area with demonstrator data (deterministic: the same files for every lake) and a tiny
-    config."""
-    from storage import Lake
-
-    lake, landing, cfg = tmp / f"{name}-lake", tmp / f"{name}-landing", tmp / "round.json"
-    write_landing(Lake.open(lake, create=True), landing)
-    if not cfg.exists():
-        write_config(cfg, ct_every=1)
-    return lake, landing, cfg
-
-
-def _cmd(env: dict[str, str], lake: Path, landing: Path, cfg: Path, *args: str) -> list[str]:
-    return [FLYWHEEL, "round", *args, "--lake", str(lake), "--landing", str(landing), "--config", str(cfg)]
-
-
-def _run(env: dict[str, str], argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-
-
-def _lake_state(lake: Path) -> dict:
-    from storage import Lake
-
-    lk = Lake.open(lake)
-    rounds = {r["round"]: (r["n_new"], r["n_pass"], r["n_fail"], r["sft_size"], r["ct_size"]) for r in lk.read("rounds").to_pylist()}
-    return {
-        "sft": sorted(lk.read("sft", columns=["episode_id"]).column(0).to_pylist()),
-        "ct": sorted(lk.read("ct", columns=["episode_id"]).column(0).to_pylist()),
-        "episodes": sorted(zip(*[lk.read("episodes", columns=["episode_id", "round"]).column(i).to_pylist() for i in (0, 1)])),
-        "rounds": rounds,
-    }
-
-
 def _kill_in_stage(env: dict[str, str], argv: list[str], lake: Path, stage: str, timeout: float = 600) -> str:
     """Start a round command and kill -9 it as soon as the lock says it runs `stage`; return what the lock said."""
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
-    lock = lake / "locks" / "round.json"
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            seen = json.loads(lock.read_text())["what"]
-        except (FileNotFoundError, ValueError, KeyError):
-            seen = ""
-        if f"(stage {stage})" in seen:
-            time.sleep(0.2)  # into the stage, not only at its start
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return seen
-        time.sleep(0.05)
-    err = proc.stderr.read() if proc.stderr else ""
-    proc.kill()
-    raise AssertionError(f"never saw stage {stage} running (last: {seen!r}; exit {proc.returncode}): {err[-1500:]}")
+    seen = wait_for_stage(proc, lake, stage, timeout)
+    time.sleep(0.2)  # into the stage, not only at its start
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return seen
 
 
 def test_kill_9_in_every_stage_then_resume_equals_uninterrupted_run(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
     env = flywheel_env
     # the uninterrupted reference: rounds 0 and 1
-    ref_lake, ref_landing, cfg = _setup(tmp_path, "ref")
+    ref_lake, ref_landing, cfg = setup_round(tmp_path, "ref")
     for _ in range(2):
-        r = _run(env, _cmd(env, ref_lake, ref_landing, cfg, "run"))
+        r = run_cmd(env, round_cmd(ref_lake, ref_landing, cfg, "run"))
         assert r.returncode == 0, r.stderr[-3000:]
 
     # the same two rounds, round 1 killed with -9 in each stage in turn and resumed
-    lake, landing, _ = _setup(tmp_path, "faulty")
-    r = _run(env, _cmd(env, lake, landing, cfg, "run"))
+    lake, landing, _ = setup_round(tmp_path, "faulty")
+    r = run_cmd(env, round_cmd(lake, landing, cfg, "run"))
     assert r.returncode == 0, r.stderr[-3000:]
     killed = []
     for i, stage in enumerate(ROUND1_STAGES):
-        argv = _cmd(env, lake, landing, cfg, "run") if i == 0 else _cmd(env, lake, landing, cfg, "resume", "1")
+        argv = round_cmd(lake, landing, cfg, "run") if i == 0 else round_cmd(lake, landing, cfg, "resume", "1")
         killed.append(_kill_in_stage(env, argv, lake, stage))
     assert [k.split("stage ")[1].rstrip(")") for k in killed] == ROUND1_STAGES
-    r = _run(env, _cmd(env, lake, landing, cfg, "resume", "1"))
+    r = run_cmd(env, round_cmd(lake, landing, cfg, "resume", "1"))
     # a kill that lands after the last stage's work (the lock still held) leaves nothing to resume
     assert r.returncode == 0 or "already finished" in r.stderr, r.stderr[-3000:]
 
-    got, want = _lake_state(lake), _lake_state(ref_lake)
+    got, want = lake_state(lake), lake_state(ref_lake)
     assert got["sft"] == want["sft"] and got["ct"] == want["ct"]
     assert got["episodes"] == want["episodes"]
     assert got["rounds"] == want["rounds"]
@@ -107,8 +62,8 @@ def test_kill_9_in_every_stage_then_resume_equals_uninterrupted_run(tmp_path: Pa
 
 def test_two_rounds_started_together_one_runs_the_other_refuses(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
     env = flywheel_env
-    lake, landing, cfg = _setup(tmp_path, "twice")
-    argv = _cmd(env, lake, landing, cfg, "run")
+    lake, landing, cfg = setup_round(tmp_path, "twice")
+    argv = round_cmd(lake, landing, cfg, "run")
     a = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     b = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outs = [p.communicate(timeout=600) for p in (a, b)]
@@ -117,14 +72,14 @@ def test_two_rounds_started_together_one_runs_the_other_refuses(tmp_path: Path, 
     loser = outs[[a.returncode, b.returncode].index(1)]
     assert "is running (held by" in loser[1] and "since" in loser[1], loser
     assert len(loser[1].strip().splitlines()) == 1, loser[1]  # one line, no traceback
-    st = _lake_state(lake)
+    st = lake_state(lake)
     assert not set(st["sft"]) & set(st["ct"])
     assert len(st["sft"]) == len(set(st["sft"])) and st["rounds"][0][0] == st["rounds"][0][1] + st["rounds"][0][2]
 
 
 def test_served_deployment_runs_a_round_when_triggered(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
     env = {**flywheel_env}
-    lake, landing, cfg = _setup(tmp_path, "served")
+    lake, landing, cfg = setup_round(tmp_path, "served")
     env.update(FLYWHEEL_LAKE=str(lake), FLYWHEEL_LANDING=str(landing))
     serve = subprocess.Popen([FLYWHEEL, "serve", "--only", "nightly"], env=env, cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip

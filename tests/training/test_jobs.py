@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from flywheel.records import episodes_to_table
-from schemas.tables import CT, SFT
+from schemas.tables import PILE_EPISODE_COLUMNS
 from tests.training.fakes import expert_episode, tasks
 from training.checkpoints import fetch, newest, version_of
 from training.config import CTConfig, OptimConfig, PromptConfig, RLConfig, SFTConfig
@@ -25,8 +25,9 @@ from training.sft import sft_job, train_sft
 
 def _pile(lake, table: str, n: int, seed: int = 0) -> None:  # noqa: ANN001
     eps = [expert_episode(seed * 1000 + s, 1 + s % 2) for s in range(n)]
-    t = episodes_to_table(eps, schema=pa.schema([f for f in (SFT if table == "sft" else CT) if f.name in eps[0].to_row() or f.name == "n_steps"]))
-    t = t.append_column("round_routed", pa.array([0] * n, pa.int32()))
+    full = episodes_to_table(eps)
+    lake.append("episodes", full)  # the piles are thin rows: the episodes themselves live in `episodes`
+    t = full.select(list(PILE_EPISODE_COLUMNS)).append_column("round_routed", pa.array([0] * n, pa.int32()))
     if table == "ct":
         t = t.append_column("reasons", pa.array([["env_failed"]] * n, pa.list_(pa.string())))
     lake.append(table, t)
