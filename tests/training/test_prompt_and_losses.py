@@ -91,3 +91,8 @@ def test_target_thought_names_the_element_the_action_points_at() -> None:
     cfg = PromptConfig(thought_style="target")
     assert render_answer("I press it", "click(point='<point>56 84</point>')", cfg, obs).startswith('Thought: button "Save log"\n')
     assert render_answer("Typing x.", "type(content='x')", cfg, obs).startswith("Thought: Typing x.\n")  # falls back
+    line = PromptConfig(thought_style="line", max_thought_words=2)  # the line is never clipped: it ends with the centre
+    assert render_answer("I tick it", "click(point='<point>350 48</point>')", line, obs) == (
+        "Thought: checkbox \"GPS\" checked (350,48)\nAction: click(point='<point>350 48</point>')"
+    )
+    assert render_answer("Typing x now.", "type(content='x')", line, obs) == "Thought: Typing x\nAction: type(content='x')"
