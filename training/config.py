@@ -92,6 +92,21 @@ class CTConfig:
 
 
 @dataclass(frozen=True)
+class WarmupConfig:
+    """Copy warm-up of a fresh model (training/warmup.py): repeated spans of the policy's own text, loss on the repeat.
+
+    Off (0 steps) unless asked for; a pretrained model (`ModelConfig.pretrained`) never gets one."""
+
+    steps: int = 0
+    batch_size: int = 64
+    min_span: int = 4
+    max_span: int = 16
+    max_gap: int = 120  # tokens between a span and its repeat (the distances an observation spans)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=3e-3, warmup_steps=30))
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class SFTConfig:
     """Supervised fine-tuning: loss only on the agent's thought and action tokens."""
 

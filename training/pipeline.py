@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from storage.piles import read_pile
 from training.backend import CommandBackend
-from training.config import CTConfig, EvalConfig, ModelConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig, to_dict
+from training.config import CTConfig, EvalConfig, ModelConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig, WarmupConfig, to_dict
 from training.ct import ct_due, ct_job
 from training.data import PILE_STEP_FIELDS
 from training.model import Policy
@@ -26,6 +26,7 @@ class FlywheelConfig:
     """Everything a round's training needs. `backend` is "builtin" or a command template (training/backend.py)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)  # copy warm-up of a fresh model (off by default)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     ct: CTConfig = field(default_factory=CTConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
@@ -81,10 +82,16 @@ def sandbox_texts(n: int = 350, seed: int = 12345) -> list[str]:
     return out
 
 
-def create_policy(lake, cfg: FlywheelConfig) -> Policy:  # noqa: ANN001
+def create_policy(lake, cfg: FlywheelConfig, on_step: Callable[[int, float], None] | None = None) -> Policy:  # noqa: ANN001
     """A fresh policy: tokenizer trained on the piles' and the sandbox's text, model from the config (or a local
-    pretrained folder, `cfg.model.pretrained`)."""
-    return Policy.create(pile_texts(lake) + sandbox_texts(), cfg.model)
+    pretrained folder, `cfg.model.pretrained`), then the copy warm-up on that same text when configured."""
+    from training.warmup import copy_warmup
+
+    texts = pile_texts(lake) + sandbox_texts()
+    policy = Policy.create(texts, cfg.model)
+    if not cfg.model.pretrained:
+        copy_warmup(policy, texts, cfg.warmup, on_step)
+    return policy
 
 
 def run_training(
@@ -102,7 +109,7 @@ def run_training(
     if cfg.backend != "builtin":
         return CommandBackend(cfg.backend).run(lake, stage, round, base, cfg.prompt)
     if base is None:
-        base = create_policy(lake, cfg)
+        base = create_policy(lake, cfg, on_step)
     if stage == "ct":
         return ct_job(lake, round, base, cfg.ct, cfg.prompt, on_step=on_step)
     if stage == "sft":
