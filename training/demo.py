@@ -76,7 +76,7 @@ def quick_config() -> DemoConfig:
         base, expert_tasks=35, novice_tasks=7, interactive_tasks=4, think_aloud=1, eval_per_cell=1,
         flywheel=replace(
             f, model=replace(f.model, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2),
-            warmup=replace(f.warmup, steps=4, batch_size=8), cold_sft=replace(f.cold_sft, steps=8, batch_size=8),
+            warmup=replace(f.warmup, steps=0), cold_sft=replace(f.cold_sft, steps=8, batch_size=8),  # warm-up: tests/training
             sft=replace(f.sft, steps=4, batch_size=8),
             ct=replace(f.ct, steps=2, batch_size=4), rl=replace(f.rl, tasks_per_iter=4, group_size=2, value_pretrain_steps=2),
             sampling=replace(f.sampling, tasks=7, attempts=2, max_new_tokens=40), eval=replace(f.eval, max_new_tokens=40),

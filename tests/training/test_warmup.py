@@ -33,3 +33,20 @@ def test_copy_warmup_changes_the_weights_and_lowers_the_loss(tiny_policy) -> Non
     assert len(losses) == 60 and not torch.equal(before, after)
     assert sum(losses[-10:]) / 10 < sum(losses[:10]) / 10
     assert copy_warmup(tiny_policy, corpus(), WarmupConfig(steps=0)) == []  # off by default
+
+
+def test_create_policy_warms_up_a_fresh_model_only_when_configured(lake) -> None:  # noqa: ANN001
+    """The integration: a fresh policy from the piles' text, with and without the warm-up, differ only in weights."""
+    from tests.training.conftest import TINY
+    from tests.training.test_jobs import _pile
+    from training.pipeline import FlywheelConfig, create_policy
+
+    _pile(lake, "sft", 4)
+    cold = create_policy(lake, FlywheelConfig(model=TINY))
+    seen: list[float] = []
+    warm = create_policy(lake, FlywheelConfig(model=TINY, warmup=WarmupConfig(steps=5, batch_size=4, max_gap=20)),
+                         on_step=lambda i, loss: seen.append(loss))  # fmt: skip
+    assert len(seen) == 5  # the warm-up ran, reporting its steps
+    a = torch.cat([p.detach().flatten() for p in cold.model.parameters()])
+    b = torch.cat([p.detach().flatten() for p in warm.model.parameters()])
+    assert a.shape == b.shape and not torch.equal(a, b)
