@@ -237,7 +237,7 @@ REGISTERED = tuple(x for n in TABLES for x in ((n, f"{n}_thin") if n in ("sft", 
 
 # ---------------------------------------------------------------------------------------- convenience views
 _STEP_SELECT = ",\n       ".join(
-    f's.step."{f.name}" AS "{"step_index" if f.name == "index" else f.name}"' for f in STEP
+    f'u.step."{f.name}" AS "{"step_index" if f.name == "index" else f.name}"' for f in STEP
 )
 
 VIEWS: tuple[View, ...] = (
@@ -265,14 +265,20 @@ FROM ct
         "one row per step of every episode, with the episode's context and its pile (null until routed)",
         ("episodes", "sft", "ct"),
         f"""
-SELECT e.episode_id, e.session_id, e.source, e.round, e.task_id, e.task_family, e.instruction, e.annotator,
-       e."group", e.policy_version, e.n_steps,
-       CASE WHEN sft.episode_id IS NOT NULL THEN 'sft' WHEN ct.episode_id IS NOT NULL THEN 'ct' END AS pile,
+WITH p AS (
+  SELECT episode_id, max(pile) AS pile  -- 'sft' > 'ct': an episode in both (an invariant violation) reads as SFT
+  FROM (SELECT episode_id, 'sft' AS pile FROM sft_thin UNION ALL SELECT episode_id, 'ct' AS pile FROM ct_thin)
+  GROUP BY episode_id
+), u AS (  -- the pile per episode, then unnest in the select list: a join after the unnest probes n_steps times as
+          -- many rows, and a lateral UNNEST under a filter on pile becomes a slow delim join
+  SELECT e.episode_id, e.session_id, e.source, e.round, e.task_id, e.task_family, e.instruction, e.annotator,
+         e."group", e.policy_version, e.n_steps, p.pile, UNNEST(e.steps) AS step
+  FROM episodes e LEFT JOIN p ON p.episode_id = e.episode_id
+)
+SELECT u.episode_id, u.session_id, u.source, u.round, u.task_id, u.task_family, u.instruction, u.annotator,
+       u."group", u.policy_version, u.n_steps, u.pile,
        {_STEP_SELECT}
-FROM episodes e
-CROSS JOIN UNNEST(e.steps) AS s(step)
-LEFT JOIN (SELECT DISTINCT episode_id FROM sft_thin) sft ON sft.episode_id = e.episode_id
-LEFT JOIN (SELECT DISTINCT episode_id FROM ct_thin) ct ON ct.episode_id = e.episode_id
+FROM u
 """,
         {"pile": "sft | ct | null (not routed yet)", "step_index": _STEP_COLS["index"]},
     ),
@@ -344,12 +350,15 @@ FROM added
         "interactive annotation: how often each annotator overrode the model's proposal, per round",
         ("episodes",),
         """
-SELECT e.round, coalesce(s.step.decided_by, e.annotator) AS annotator, e."group",
+WITH u AS (  -- unnest in the select list (a lateral UNNEST under the filter plans as a slow delim join)
+  SELECT round, annotator, "group", UNNEST(steps) AS step FROM episodes
+)
+SELECT round, coalesce(step.decided_by, annotator) AS annotator, "group",
        count(*) AS n_decisions,
-       count(*) FILTER (WHERE s.step.decision = 'overridden') AS n_overridden,
-       (count(*) FILTER (WHERE s.step.decision = 'overridden'))::DOUBLE / count(*) AS override_rate
-FROM episodes e CROSS JOIN UNNEST(e.steps) AS s(step)
-WHERE s.step.decision IS NOT NULL
+       count(*) FILTER (WHERE step.decision = 'overridden') AS n_overridden,
+       (count(*) FILTER (WHERE step.decision = 'overridden'))::DOUBLE / count(*) AS override_rate
+FROM u
+WHERE step.decision IS NOT NULL
 GROUP BY ALL
 """,
         {
@@ -392,15 +401,21 @@ FROM q WHERE q.landed_uri NOT IN (SELECT landed_uri FROM sessions WHERE landed_u
         "per judged episode: the validators that judged it (name@version, '+'-joined) and how many failed",
         ("verdicts",),
         """
-SELECT episode_id, max(round) AS round,
-       string_agg(DISTINCT validator || '@' || version, '+' ORDER BY validator || '@' || version) AS validators,
-       count(*) FILTER (WHERE NOT passed) AS n_failed
-FROM verdicts
+WITH v AS (  -- one row per (episode, validator@version) first: a DISTINCT string_agg over every verdict is slow
+  SELECT episode_id, validator || '@' || version AS v, max(round) AS round,
+         count(*) FILTER (WHERE NOT passed) AS n_failed
+  FROM verdicts
+  GROUP BY episode_id, validator, version
+)
+SELECT episode_id, max(round) AS round, string_agg(v, '+' ORDER BY v) AS validators, count(*) AS n_validators,
+       sum(n_failed)::BIGINT AS n_failed
+FROM v
 GROUP BY episode_id
 """,
         {
             "round": "latest round in which the episode was judged",
             "validators": "validator set, e.g. outcome@1+structural@1",
+            "n_validators": "validators that judged it (name@version counted once)",
             "n_failed": "validators that failed it",
         },
     ),
