@@ -33,6 +33,11 @@ def sample_task(lake: str, round: int, landing: str, cfg: D.DemoConfig, on_step:
     return D.sample_round(Lake.open(lake), round, Path(landing), cfg, on_step)
 
 
+@task(retries=1, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def annotate_task(lake: str, round: int, landing: str, cfg: D.DemoConfig, on_step: Any = None) -> dict[str, Any]:
+    return D.annotate(Lake.open(lake), round, Path(landing), cfg, on_step)
+
+
 @task(cache_policy=NO_CACHE)
 def train_task(lake: str, round: int, cfg: D.DemoConfig, on_step: Any = None) -> list[dict[str, Any]]:
     return D.train_round(Lake.open(lake), round, cfg, on_step)
@@ -45,8 +50,9 @@ def evaluate_task(lake: str, round: int, cfg: D.DemoConfig, on_step: Any = None)
 
 @flow(name="flywheel_demo")
 def flywheel_demo(lake: str, rounds: int = 3, cfg: D.DemoConfig | None = None, say: D.Say | None = None) -> list[dict[str, Any]]:
-    """Cold start (round 0), then `rounds` rounds of sample -> route -> CT when due -> SFT -> RL -> evaluate, in the
-    environment backend `cfg.env` (the sandbox, or MiniWoB++ in a browser pool closed when the flow ends)."""
+    """Cold start (round 0), then `rounds` rounds of sample -> annotate (when on) -> route -> CT when due -> SFT -> RL
+    -> evaluate, in the environment backend `cfg.env` (the sandbox, or MiniWoB++ in a browser pool closed when the
+    flow ends)."""
     cfg = cfg or D.DemoConfig()
     say = say or D._quiet
     Lake.open(lake, create=True)
@@ -62,6 +68,11 @@ def flywheel_demo(lake: str, rounds: int = 3, cfg: D.DemoConfig | None = None, s
                 info = sample_task(lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "sample", "n": n}))
                 D.record_stage(Lake.open(lake), r, "sample", t)
                 say("stage", {"round": r, "stage": "sample", "info": info})
+                if cfg.annotate_tasks:
+                    t = time.perf_counter()
+                    info = annotate_task(lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "annotate", "n": n}))
+                    D.record_stage(Lake.open(lake), r, "annotate", t)
+                    say("stage", {"round": r, "stage": "annotate", "info": info})
             t = time.perf_counter()
             say("stage", {"round": r, "stage": "route", "info": route_task(lake, r)})
             D.record_stage(Lake.open(lake), r, "route", t)

@@ -338,6 +338,27 @@ class Novice(Expert):
         return None
 
 
+def same_move(screen: Any, proposed: str, wanted: str) -> bool:
+    """Would `proposed` do what `wanted` does on this screen? The same kind, a point on the same element (any
+    pixel of it), the same text, keys and scroll direction. How an annotator judges a proposal."""
+    from schemas.actions import ActionError, parse_action
+
+    try:
+        a, b = parse_action(proposed), parse_action(wanted)
+    except ActionError:
+        return False
+    if (a.kind, a.text, a.key, a.direction) != (b.kind, b.text, b.key, b.direction):
+        return False
+    if b.point is None:
+        return a.point is None
+    if a.point is None:
+        return False
+    ea, eb = screen.hit(*a.point), screen.hit(*b.point)
+    if eb is None:  # the expert points at no element (a scroll over the page): the same point only
+        return a.point == b.point
+    return ea is not None and ea.ref is eb.ref and ea.kind == eb.kind and ea.name == eb.name
+
+
 class Interactive:
     """Interactive annotation, scripted: a weak model (the novice) proposes each step, an expert annotator
     accepts the proposal when it is what they would do and otherwise overrides it with their own thought

@@ -48,7 +48,7 @@ def episode_examples(row: dict, cfg: PromptConfig = PromptConfig()) -> list[tupl
         action = (s.get("action") or "").strip()
         thought = s.get("thought") or ""
         if s.get("observation") or not cfg.skip_without_observation:
-                out.append((render_prompt(row["instruction"], history, s.get("observation"), cfg), render_answer(thought, action, cfg, s.get("observation"))))
+                out.append((render_prompt(row["instruction"], history, s.get("observation"), cfg), render_answer(thought, action, cfg, s.get("observation"), row["instruction"])))
         history.append(Turn(s.get("observation"), thought, action))
     return out
 

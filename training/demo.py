@@ -2,8 +2,8 @@
 
     cold start (round 0): demonstrators play the backend's tasks -> think-aloud bundles, annotation sessions, rollout
                           files -> the real readers land them -> validate and route -> the first policy (SFT)
-    round r >= 1:         rejection sampling with the newest checkpoint -> validate and route -> CT when due
-                          -> SFT -> RL -> held-out evaluation
+    round r >= 1:         rejection sampling with the newest checkpoint -> interactive annotation of fresh tasks on
+                          its proposals -> validate and route -> CT when due -> SFT -> RL -> held-out evaluation
 
 The environment backend is `cfg.env` (training/envs.py): the built-in sandbox, or MiniWoB++ in a browser pool.
 flows/demo.py wraps each function in a Prefect task; flywheel/commands/demo.py shows the progress and the table.
@@ -39,6 +39,9 @@ class DemoConfig:
     interactive_tasks: int = 14  # tasks annotated interactively (novice proposes, expert accepts or overrides)
     think_aloud: int = 2  # spoken think-aloud sessions (espeak-ng when installed) -> ASR -> aligned steps
     eval_per_cell: int | None = 4  # held-out tasks per (family, level), 140 in all; None: all 280
+    #: Tasks annotated interactively every round r >= 1: the newest checkpoint proposes, the scripted annotator
+    #: accepts or overrides (training/annotate.py). 0 turns it off (rounds then add only the model's own samples).
+    annotate_tasks: int = 64
     flywheel: FlywheelConfig = field(
         default_factory=lambda: FlywheelConfig(
             model=ModelConfig(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=3, max_number=640),
@@ -73,7 +76,7 @@ def quick_config() -> DemoConfig:
     base = DemoConfig()
     f = base.flywheel
     return replace(
-        base, expert_tasks=35, novice_tasks=7, interactive_tasks=4, think_aloud=1, eval_per_cell=1,
+        base, expert_tasks=35, novice_tasks=7, interactive_tasks=4, think_aloud=1, eval_per_cell=1, annotate_tasks=4,
         flywheel=replace(
             f, model=replace(f.model, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2),
             warmup=replace(f.warmup, steps=0), cold_sft=replace(f.cold_sft, steps=8, batch_size=8),  # warm-up: tests/training
@@ -195,6 +198,26 @@ def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig()
             "wall_s": res.wall_s}  # fmt: skip
 
 
+def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
+    """Interactive annotation with the newest checkpoint on fresh training tasks; lands through the annotation
+    reader. The accept rate (proposals the annotator let run) is recorded in the round's breakdown."""
+    from training.annotate import annotate_round
+    from validators.routing import update_round
+
+    policy = current_policy(lake, cfg)
+    if policy is None:
+        raise ValueError("no checkpoint yet: run the cold start first")
+    env, f = cfg.backend, cfg.flywheel
+    tasks = env.training_tasks(cfg.annotate_tasks, seed=cfg.seed * 1000 + 17 * round + 9)
+    res = annotate_round(lake, round, policy, tasks, landing / "annotations", env.reviewer, env.render_steps, f.prompt,
+                         f.max_new_tokens, on_step=on_step)  # fmt: skip
+    info = {"episodes": res.episodes, "steps": res.steps, "accepted": res.accepted, "accept_rate": round_(res.accept_rate),
+            "env_passed": res.passed, "episodes_added": res.episodes_added, "policy_version": res.policy_version,
+            "wall_s": round_(res.wall_s)}  # fmt: skip
+    update_round(lake, round, breakdown={"annotation": info})
+    return info
+
+
 def train_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Callable[[str, int, float], None] | None = None) -> list[dict[str, Any]]:  # noqa: ANN001
     """The jobs due this round, chained: each starts from the previous checkpoint (round 0: a fresh model)."""
     f = cfg.flywheel
@@ -246,7 +269,11 @@ def rounds_table(lake) -> list[dict[str, Any]]:  # noqa: ANN001
         bd = json.loads(r["breakdown"]) if r.get("breakdown") else {}
         levels = {int(k): v["rate"] for k, v in (bd.get("eval", {}).get("by_level") or {}).items()}
         families = {k: v["rate"] for k, v in (bd.get("eval", {}).get("by_family") or {}).items()}
-        out.append({**{k: r.get(k) for k in ("round", "n_new", "n_pass", "pass_rate", "pass_rate_lo", "pass_rate_hi", "eval_n",
+        sampled = (bd.get("by_source") or {}).get("rollout") or {}  # the model's own attempts: P(V=1|r) of new samples
+        ann = bd.get("annotation") or {}
+        out.append({"sample_n": sampled.get("n"), "sample_pass_rate": sampled.get("pass_rate"), "sample_lo": sampled.get("lo"),
+                    "sample_hi": sampled.get("hi"), "accept_rate": ann.get("accept_rate"), "annotated": ann.get("episodes"),
+                    **{k: r.get(k) for k in ("round", "n_new", "n_pass", "pass_rate", "pass_rate_lo", "pass_rate_hi", "eval_n",
                                                 "eval_pass_rate", "eval_pass_rate_lo", "eval_pass_rate_hi", "sft_size", "ct_size",
                                                 "policy_version")}, "eval_by_level": levels, "eval_by_family": families,
                     "env": bd.get("env") or {}, "demonstrator_eval": {k: v["rate"] for k, v in (bd.get("demonstrator_eval") or {}).items()}})  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from training.rollout import TaskInfo
+from training.rollout import Reviewer, TaskInfo
 
 #: Sandbox outcome -> rollout termination (a task that reached its terminal state is a finished episode).
 _TERMINATION = {"finished": "finished", "ended": "finished", "step_limit": "step_limit", "unreadable_action": "unreadable_action"}
@@ -87,6 +87,7 @@ class EnvBackend(Protocol):
     def render_steps(self, info: TaskInfo, actions: list[str]) -> list[bytes]: ...  # one PNG per action
     def demo_tasks(self, n: int, seed: int) -> list[Any]: ...  # the backend's own tasks, for its demonstrators
     def demonstrate(self, tasks: Sequence[Any], who: str) -> list[Any]: ...  # who: expert | novice | interactive
+    def reviewer(self, info: TaskInfo) -> Reviewer: ...  # the annotator of interactive annotation (scripted here)
     def reference(self, per_cell: int | None = None) -> dict[str, dict] | None: ...  # scripted success on held-out
     def stats(self) -> dict[str, Any] | None: ...  # e.g. browser crashes, blocked outside requests
     def close(self) -> None: ...
@@ -116,6 +117,13 @@ class SandboxBackend:
         from sandbox.parallel import run_many
 
         return run_many(tasks, {"expert": D.Expert, "novice": D.Novice, "interactive": D.Interactive}[who], screenshots=True)
+
+    def reviewer(self, info: TaskInfo) -> Reviewer:
+        """The scripted expert as the annotator: a click anywhere on the element it would click is accepted."""
+        from sandbox.demonstrators import Expert, same_move
+        from training.annotate import ScriptedReviewer
+
+        return ScriptedReviewer(Expert(), lambda env: env.env, lambda raw, a, b: same_move(raw.screen, a, b))
 
     def reference(self, per_cell: int | None = None) -> dict[str, dict] | None:
         return None  # the sandbox's expert solves every task by construction (docs/sandbox.md)

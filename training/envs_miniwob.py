@@ -23,7 +23,7 @@ from typing import Any
 
 from sandbox.miniwob.export import APP, PLATFORM
 from sandbox.miniwob.tasks import TASK_HEIGHT, TASK_WIDTH, TASKS, TaskSpec, check_names
-from training.rollout import TaskInfo
+from training.rollout import Reviewer, TaskInfo
 
 TIME_LIMIT_S = 60.0
 QUICK_COLD_SFT_STEPS = 300
@@ -222,6 +222,14 @@ class MiniwobBackend:
             return []
         cls = {"expert": D.Expert, "novice": D.Novice, "interactive": D.Interactive}[who]
         return self.pool.run(list(tasks), cls, progress=False)
+
+    def reviewer(self, info: TaskInfo) -> Reviewer:
+        """The scripted expert as the annotator; it accepts the very action it would take (the element's centre).
+        An attempt whose browser died is not reviewed: it fails as a crash."""
+        from sandbox.miniwob.demonstrators import Expert
+        from training.annotate import ScriptedReviewer
+
+        return ScriptedReviewer(Expert(), lambda env: None if env.failed else env.env, lambda raw, a, b: a == b)
 
     def reference(self, per_cell: int | None = None) -> dict[str, dict]:
         """The scripted expert's success per task on the held-out seeds the policy is evaluated on."""

@@ -65,11 +65,35 @@ def target_thought(action: str, observation: str | None, full_line: bool = False
     return None
 
 
-def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(), observation: str | None = None) -> str:
+_FOCUSED = re.compile(r'^\w+ "(?P<name>[^"]*)".* focused\b')
+
+
+def typed_span(action: str, observation: str | None, instruction: str | None) -> str | None:
+    """`<field> '<text>'` as the instruction spells it, for a type action into the focused field named <field>
+    (the sandbox's forms say `Email 'a@b.c'`); None when the instruction has no such span."""
+    from schemas.actions import ActionError, parse_action
+
+    try:
+        a = parse_action(action.strip())
+    except ActionError:
+        return None
+    if a.kind != "type" or not a.text or not observation or not instruction:
+        return None
+    for line in observation.splitlines():
+        m = _FOCUSED.match(line.strip())
+        if m and f"{m['name']} '{a.text}'" in instruction:
+            return f"{m['name']} '{a.text}'"
+    return None
+
+
+def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(), observation: str | None = None,
+                  instruction: str | None = None) -> str:  # fmt: skip
     if cfg.thought_style in ("target", "line"):
         target = target_thought(action, observation, full_line=cfg.thought_style == "line")
-        if target and cfg.thought_style == "line":
-            return f"Thought: {target}\nAction: {action.strip()}"  # never clipped: the line ends with the centre
+        if cfg.thought_style == "line":
+            target = target or typed_span(action, observation, instruction)
+            if target:  # never clipped: a screen line ends with the centre, a typed span with the text
+                return f"Thought: {target}\nAction: {action.strip()}"
         thought = target or thought
     return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
 

@@ -28,6 +28,13 @@ class Environment(Protocol):
     def verify(self) -> tuple[bool, str]: ...  # (passed, reason)
 
 
+class Reviewer(Protocol):
+    """Interactive annotation: an annotator who sees each proposal before it runs. `review` returns None to accept
+    the proposal, or the (thought, action) to run instead. `action` is "" when the proposal was unreadable."""
+
+    def review(self, env: Environment, thought: str, action: str) -> tuple[str, str] | None: ...
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """A task as training sees it; `make_env` builds a fresh environment for one attempt."""
@@ -57,6 +64,8 @@ class StepRecord:
     thought: str
     action: str  # the action text as written ("" when the answer did not follow the format)
     readable: bool
+    proposal: tuple[str, str] | None = None  # interactive annotation: the model's (thought, action) when overridden
+    decision: str | None = None  # interactive annotation: accepted | overridden
 
 
 @dataclass
@@ -106,6 +115,7 @@ def run_episodes(
     seed: int = 0,
     batch_size: int = 256,
     on_step: Callable[[int], None] | None = None,
+    reviewer: Callable[[TaskInfo], Reviewer] | None = None,
 ) -> list[Trajectory]:
     """`attempts` attempts at every task, all advancing in lockstep; returns trajectories in (task, attempt) order.
 
@@ -113,6 +123,10 @@ def run_episodes(
     (termination unreadable_action); otherwise the environment decides when it is done and how it ended, or the
     step limit does. A backend with `max_concurrent` (a browser pool) runs that many attempts at once, starting the
     next one as one ends; an environment's `close()`, if it has one, is called when its attempt ends.
+
+    `reviewer(task)` makes the run interactive annotation: each attempt gets its own reviewer, which accepts each
+    proposal or overrides it before it runs (an unreadable proposal is overridden too, not the end of the attempt);
+    the steps then hold what ran, with the proposal and the decision.
     """
     gen = torch.Generator().manual_seed(seed)
     trajs = [Trajectory(t, a, policy_version) for t in tasks for a in range(attempts)]
@@ -120,6 +134,7 @@ def run_episodes(
     envs: list[Environment | None] = [t.task.make_env() for t in trajs[:limit]] + [None] * (len(trajs) - limit)
     obs = [e.reset() for e in envs[:limit] if e is not None] + [""] * (len(trajs) - limit)
     history: list[list[Turn]] = [[] for _ in trajs]
+    reviewers = [reviewer(t.task) for t in trajs] if reviewer else None
     active = list(range(min(limit, len(trajs))))
     waiting = list(range(limit, len(trajs)))[::-1]  # a bounded backend starts these as running ones end
 
@@ -144,7 +159,15 @@ def run_episodes(
                 parsed = parse_answer(s.text) if s.finished else None
                 thought, action = parsed if parsed else ("", "")
                 ok = parsed is not None and _readable(action)
-                tr.steps.append(StepRecord(obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok))
+                rec = StepRecord(obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok)
+                if reviewers is not None:
+                    override = reviewers[i].review(env, thought, action if ok else "")
+                    rec.decision = "accepted" if override is None else "overridden"
+                    if override is not None:
+                        rec.proposal, (rec.thought, rec.action) = (thought, rec.action), override
+                        thought, action, ok = rec.thought, rec.action, _readable(rec.action)
+                        rec.readable = ok
+                tr.steps.append(rec)
                 if not ok:
                     tr.termination, tr.passed, tr.reason = "unreadable_action", False, "unreadable_action"
                     end(i)

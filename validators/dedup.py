@@ -39,7 +39,8 @@ def content_text(b: EpisodeBatch) -> pa.Array:
 
 
 def _hex(words: list[np.ndarray]) -> pa.Array:
-    """Fixed-width hex strings of the big-endian concatenation of uint64 columns (vectorised, no Python loop)."""
+    """Fixed-width hex strings of the concatenated uint64 columns, each word's bytes little-endian (`np.stack`
+    keeps native order; the stored keys depend on it, so it stays), vectorised, no Python loop."""
     n = len(words[0])
     raw = np.stack([w.astype(">u8") for w in words], axis=1).tobytes().hex().encode()
     width = 16 * len(words)
@@ -59,6 +60,34 @@ def content_keys(b: EpisodeBatch) -> pa.Array:
     actions = pa.ListArray.from_arrays(offsets, _combined(pc.fill_null(b.step("action"), "")))
     df = pl.DataFrame({"i": pl.Series(pc.fill_null(b.col("instruction"), "")), "a": pl.Series(actions)})
     return _hex([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)])
+
+
+def key_words(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """32-hex-digit content keys -> an (n, 2) uint64 array (the two 64-bit hashes they were written from)."""
+    keys = _combined(keys).cast(pa.string())
+    n = len(keys)
+    if n == 0:
+        return np.zeros((0, 2), np.uint64)
+    if keys.null_count:
+        raise ValueError("content keys must not be null")
+    offsets = np.frombuffer(keys.buffers()[1], np.int32, n + 1, keys.offset * 4)
+    if not (np.diff(offsets) == 32).all():
+        raise ValueError("content keys must be 32 hex digits")
+    raw = bytes.fromhex(keys.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]].decode("ascii"))
+    return np.frombuffer(raw, "<u8").reshape(n, 2).astype(np.uint64)  # the byte order `_hex` writes
+
+
+def is_known(words: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Which rows of `words` ((n, 2) uint64) are among the rows of `known` (an exact 128-bit match)."""
+    import polars as pl
+
+    if not len(words) or not len(known):
+        return np.zeros(len(words), dtype=bool)
+    q = pl.DataFrame({"h": words[:, 0], "l": words[:, 1], "i": np.arange(len(words))})
+    k = pl.DataFrame({"h": known[:, 0], "l": known[:, 1]})
+    hit = np.zeros(len(words), dtype=bool)
+    hit[q.join(k, on=["h", "l"], how="semi")["i"].to_numpy()] = True
+    return hit
 
 
 #: What the dedup indexes read of a pile's episodes: the content, nothing else of the steps.
@@ -82,25 +111,35 @@ class ExactDedup(Validator):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.known = pa.array([], pa.string())
+        self._known: list[np.ndarray] = []  # (n, 2) uint64 words of the keys in the piles and routed batches
+
+    @property
+    def known(self) -> np.ndarray:
+        """Every known key as (hi, lo) uint64 words, one row per key (repeats allowed: it is only looked up)."""
+        if len(self._known) != 1:
+            self._known = [np.concatenate(self._known) if self._known else np.zeros((0, 2), np.uint64)]
+        return self._known[0]
 
     def prepare(self, lake: Any) -> None:
         """Load the content keys of every episode already in a pile: the piles' content_key column where this
-        version computed it, by hashing the episodes' actions for the rest."""
+        version computed it, by hashing the episodes' actions for the rest. Kept as integers, not strings: at 10M
+        episodes hashing and re-deduplicating the hex strings every round cost more than the round's routing."""
         from storage.piles import PILES
 
         known, stale = [], []
         for p in PILES:
-            t = lake.read(p, ["episode_id", "content_key", "content_key_version"])
+            t = lake.read(p, ["content_key", "content_key_version"])
             ok = pc.fill_null(pc.equal(t.column("content_key_version"), self.version), False)
-            known.append(t.column("content_key").filter(ok).combine_chunks())
-            stale.append(t.column("episode_id").filter(pc.invert(ok)).combine_chunks())
-        missing = pa.concat_arrays(stale)
-        if len(missing):
+            known.append(key_words(t.column("content_key").filter(ok)))
+            if not pc.all(ok).as_py():
+                stale.append(lake.read(p, ["episode_id"], filter=~pc.field("content_key_version").isin([self.version])
+                                       | pc.field("content_key_version").is_null()).column("episode_id").combine_chunks())  # fmt: skip
+        if stale and sum(len(m) for m in stale):
+            missing = pa.concat_arrays(stale)
             for t in _read_piles(lake, _CONTENT, pc.field("episode_id").isin(missing)):
                 if t.num_rows:
-                    known.append(content_keys(EpisodeBatch(t)))
-        self.known = pc.unique(pa.concat_arrays([k.cast(pa.string()) for k in known]))
+                    known.append(key_words(content_keys(EpisodeBatch(t))))
+        self._known = known
 
     def pile_columns(self, batch: EpisodeBatch) -> dict[str, pa.Array]:
         return {"content_key": self._keys(batch), "content_key_version": pa.repeat(pa.scalar(self.version), batch.n)}
@@ -112,7 +151,7 @@ class ExactDedup(Validator):
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         keys = self._keys(b)
-        in_pile = as_bool(pc.is_in(keys, value_set=self.known)) if len(self.known) else np.zeros(b.n, dtype=bool)
+        in_pile = is_known(key_words(keys), self.known)
         first = pa.table({"k": keys, "i": pa.array(np.arange(b.n))}).group_by("k", use_threads=False).aggregate([("i", "min")])
         is_first = np.zeros(b.n, dtype=bool)
         is_first[first.column("i_min").to_numpy()] = True
@@ -125,7 +164,7 @@ class ExactDedup(Validator):
         return Outcome(failed, DUPLICATE, details=details)
 
     def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
-        self.known = pc.unique(pa.concat_arrays([self.known, self._keys(b)]))
+        self._known.append(key_words(self._keys(b)))
 
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)

@@ -30,13 +30,15 @@ def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
     """One row per round: new-sample pass rate P(V=1|r) and held-out pass rate with 95% intervals, per level."""
     levels = sorted({lv for r in rows for lv in r["eval_by_level"]})
     t = Table(title="flywheel rounds (pass rates in %, 95% Wilson intervals)")
-    for col in ["round", "new", "P(V=1|r)", "held-out", "n", *[f"L{lv}" for lv in levels], "SFT", "CT"]:
+    for col in ["round", "new", "P(V=1|r)", "model samples P(V=1)", "accepted", "held-out", "n", *[f"L{lv}" for lv in levels], "SFT", "CT"]:
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         t.add_row(
             str(r["round"]), str(r["n_new"] or 0), _cell(r["pass_rate"], r["pass_rate_lo"], r["pass_rate_hi"]),
-            _cell(r["eval_pass_rate"], r["eval_pass_rate_lo"], r["eval_pass_rate_hi"]), str(r["eval_n"] or ""),
-            *[_pct(r["eval_by_level"].get(lv)) for lv in levels], str(r["sft_size"] or 0), str(r["ct_size"] or 0),
+            _cell(r["sample_pass_rate"], r["sample_lo"], r["sample_hi"]) if r["round"] else "",
+            _pct(r["accept_rate"]), _cell(r["eval_pass_rate"], r["eval_pass_rate_lo"], r["eval_pass_rate_hi"]),
+            str(r["eval_n"] or ""), *[_pct(r["eval_by_level"].get(lv)) for lv in levels], str(r["sft_size"] or 0),
+            str(r["ct_size"] or 0),
         )  # fmt: skip
     return t
 
@@ -65,10 +67,12 @@ def demo(
     quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes: a smoke test of every stage (nothing learns).")] = False,
     env: Annotated[str, typer.Option("--env", help="Environment backend: sandbox (built in) or miniwob (MiniWoB++ in headless Chromium).")] = "sandbox",
     tasks: Annotated[list[str] | None, typer.Option("--tasks", help="MiniWoB++ tasks, comma-separated or repeated (default: all 12 with a demonstrator).")] = None,
+    annotate: Annotated[int | None, typer.Option("--annotate", min=0, help="Tasks annotated interactively per round on the newest model's proposals (default: the demo's size; 0: off).")] = None,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
     data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then N rounds
-    of rejection sampling -> validate and route -> CT when due -> SFT -> RL -> held-out evaluation. Prints the
+    of rejection sampling -> interactive annotation on the newest model's proposals -> validate and route -> CT when
+    due -> SFT -> RL -> held-out evaluation. Prints the
     rounds table at the end (and held-out success per task for MiniWoB++).
 
     Example: flywheel demo --rounds 3 --lake ./lake-demo
@@ -93,6 +97,10 @@ def demo(
         cfg = demo_config(cfg, names, eval_per_task=2 if quick else 10, quick=quick)
     elif names:
         raise ValueError("--tasks is for --env miniwob (the sandbox demo uses every family)")
+    if annotate is not None:
+        from dataclasses import replace
+
+        cfg = replace(cfg, annotate_tasks=annotate)
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():
         if not (Path(lake_uri) / MARKER).is_file():  # never wipe a lake the demo did not create
@@ -134,6 +142,9 @@ def _summary(stage: str, info: Any) -> str:
         return ", ".join(f"{k} {v}" for k, v in info.items())
     if stage == "sample":
         return f"{info['attempts']} attempts by {info['policy_version']}, {info['env_passed']} passed the env, {info['episodes_added']} landed"
+    if stage == "annotate":
+        return (f"{info['episodes']} tasks annotated on {info['policy_version']}'s proposals: {info['accepted']} of "
+                f"{info['steps']} proposals accepted ({100 * info['accept_rate']:.0f}%), {info['episodes_added']} landed")
     if stage == "route":
         return f"{info.get('n_new')} new, {info.get('n_pass')} to SFT, {info.get('n_fail')} to CT"
     if stage == "train":

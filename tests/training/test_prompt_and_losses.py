@@ -96,3 +96,17 @@ def test_target_thought_names_the_element_the_action_points_at() -> None:
         "Thought: checkbox \"GPS\" checked (350,48)\nAction: click(point='<point>350 48</point>')"
     )
     assert render_answer("Typing x now.", "type(content='x')", line, obs) == "Thought: Typing x\nAction: type(content='x')"
+
+
+def test_line_style_quotes_the_instruction_span_a_typed_text_comes_from() -> None:
+    from training.prompt import typed_span
+
+    obs = 'window "W" 640x400\ntextbox "Email" value="" focused (216,48)\ntextbox "City" value="" (528,48)'
+    ins = "Fill in the form with City 'Quito' and Email 'omar.moreau@example.com', then click 'Send'."
+    typed = "type(content='omar.moreau@example.com')"
+    assert typed_span(typed, obs, ins) == "Email 'omar.moreau@example.com'"  # the focused field's pair, not the first
+    assert typed_span("type(content='Quito')", obs, ins) is None  # not what the focused field asks for
+    assert typed_span(typed, obs.replace(" focused", ""), ins) is None  # no focused field
+    line = PromptConfig(thought_style="line")
+    assert render_answer("I type it.", typed, line, obs, ins) == f"Thought: Email 'omar.moreau@example.com'\nAction: {typed}"
+    assert render_answer("I type it.", typed, PromptConfig(), obs, ins).startswith("Thought: I type it.")  # expert style
