@@ -30,7 +30,7 @@ def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
     """One row per round: new-sample pass rate P(V=1|r) and held-out pass rate with 95% intervals, per level."""
     levels = sorted({lv for r in rows for lv in r["eval_by_level"]})
     t = Table(title="flywheel rounds (pass rates in %, 95% Wilson intervals)")
-    for col in ["round", "new", "P(V=1|r)", "model samples P(V=1)", "accepted", "held-out", "n", *[f"L{lv}" for lv in levels], "SFT", "CT"]:
+    for col in ["round", "new", "P(V=1|r)", "model P(V=1)", "accept", "held-out", "n", *[f"L{lv}" for lv in levels], "SFT", "CT"]:
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         t.add_row(
