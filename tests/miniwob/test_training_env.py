@@ -121,7 +121,9 @@ def test_flywheel_demo_on_miniwob_runs_every_stage(tmp_path, prefect_harness) ->
     eps = lake.read("episodes").to_pylist()
     assert {e["source"] for e in eps if e["round"] == 0} == {"rollout", "interactive", "think_aloud"}
     assert {e["app"] for e in eps} == {"miniwob"} and {e["task_family"] for e in eps if e["source"] != "think_aloud"} == set(TASKS)
-    sampled = [e for e in eps if e["round"] == 1]
+    sampled = [e for e in eps if e["round"] == 1 and e["source"] == "rollout"]
     assert len(sampled) == 14 and all(s["screenshot_uri"] and s["token_logprobs"] for e in sampled for s in e["steps"])
+    annotated = [e for e in eps if e["round"] == 1 and e["source"] == "interactive"]  # the model proposed, the expert decided
+    assert len(annotated) == 4 and all(s["decision"] in ("accepted", "overridden") and s["proposals"] for e in annotated for s in e["steps"])
     assert any(e["outcome"] != "unreadable_action" for e in sampled)  # the learned policy acted in the browser
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before and _live_chromium(p)]  # all closed
