@@ -77,6 +77,15 @@ def _action_s(action: str) -> float:
     return {"click": 0.25, "scroll": 0.4, "hotkey": 0.3, "finished": 0.1}.get(a.kind, 0.3)
 
 
+def step_times(rng: random.Random, t: float, thought: str, action: str, pace: float = 1.0) -> tuple[float, float, float, float]:
+    """Simulated (thought start, action start, action end, next step's start) of one step starting at `t`: saying
+    the thought at ~2.5 words a second, a short reaction delay, the action's own duration, a pause."""
+    speak = pace * (len(thought.split()) / 2.5) if thought else 0.0
+    t_action = t + speak + pace * rng.uniform(0.3, 0.9)
+    t_end = t_action + pace * _action_s(action)
+    return t, t_action, t_end, t_end + pace * rng.uniform(0.2, 0.6)
+
+
 def run_attempt(task: Task, policy: Policy, attempt: int = 0, screenshots: bool = False) -> Attempt:
     """Reset the policy and a fresh Env, step until done, and return the Attempt with the env's verdict."""
     env = Env(task, screenshots=screenshots)
@@ -89,9 +98,7 @@ def run_attempt(task: Task, policy: Policy, attempt: int = 0, screenshots: bool 
     while not env.done:
         obs = env.observation()
         d = policy.act(env)
-        speak = pace * (len(d.thought.split()) / 2.5) if d.thought else 0.0
-        t_action = t + speak + pace * rng.uniform(0.3, 0.9)
-        t_end = t_action + pace * _action_s(d.action)
+        _, t_action, t_end, t_next = step_times(rng, t, d.thought, d.action, pace)
         r = env.step(d.action)
         reward = r.reward
         steps.append(
@@ -103,7 +110,7 @@ def run_attempt(task: Task, policy: Policy, attempt: int = 0, screenshots: bool 
                 decision=d.decision,
             )  # fmt: skip
         )
-        t = t_end + pace * rng.uniform(0.2, 0.6)
+        t = t_next
     return Attempt(
         task=task, policy=policy.name, attempt=attempt, steps=tuple(steps), verdict=env.verify(),
         outcome=env.outcome or "unknown", reward=reward, final_answer=env.answer,

@@ -162,15 +162,17 @@ def _has_duplicate_keys(table: pa.Table, key: tuple[str, ...]) -> bool:
     return bool(frame.is_duplicated().any())
 
 
-def _is_in(keys: pa.Array, existing: pa.Array) -> np.ndarray:
-    """Which keys are among `existing`: a Polars semi-join, about 3x faster than `pc.is_in` when `existing` holds
-    millions of keys (the episodes table at 5M: 0.5 s against 1.5 s per ingested batch)."""
+def is_member(rows: dict[str, Any], known: dict[str, Any]) -> np.ndarray:
+    """Which rows (columns by name) are among `known` (the same column names): a Polars semi-join, about 3x faster
+    than `pc.is_in` when `known` holds millions of keys (the episodes table at 5M: 0.5 s against 1.5 s per batch)."""
     import polars as pl
 
-    q = pl.DataFrame({"k": pl.Series(keys, dtype=pl.String)}).with_row_index("i")
-    hit = q.join(pl.DataFrame({"k": pl.Series(existing, dtype=pl.String)}), on="k", how="semi")["i"].to_numpy()
-    out = np.zeros(len(keys), dtype=bool)
-    out[hit] = True
+    n = len(next(iter(rows.values())))
+    out = np.zeros(n, dtype=bool)
+    if n == 0 or len(next(iter(known.values()))) == 0:
+        return out
+    q = pl.DataFrame({k: pl.Series(v) for k, v in rows.items()}).with_row_index("__i")
+    out[q.join(pl.DataFrame({k: pl.Series(v) for k, v in known.items()}), on=list(rows), how="semi")["__i"].to_numpy()] = True
     return out
 
 
@@ -350,7 +352,7 @@ class Lake:
             todo = batch
             if len(existing):
                 keys = single if single is not None else _key_strings(batch, ts.key)
-                seen = _is_in(keys, existing)
+                seen = is_member({"k": keys}, {"k": existing})
                 if seen.any():  # filtering copies the nested columns: only when some key is old
                     todo = batch.filter(pa.array(~seen))
             if todo.num_rows:

@@ -63,17 +63,18 @@ class AnnotationResult:
 
 
 def to_session(trajs: Sequence[Trajectory], refs: Sequence[Sequence[tuple[str, str]]], annotator: str, session: str) -> Any:
-    """Reviewed trajectories (with per-step screenshot refs) -> an AnnotationSession. Step times are simulated the
-    way sandbox/rollout.py does (speaking the thought, then acting), since nobody sat at the screen."""
+    """Reviewed trajectories (with per-step screenshot refs) -> an AnnotationSession. Step times are simulated with
+    sandbox/rollout.py's `step_times` (speaking the thought, then acting), since nobody sat at the screen."""
     from flywheel.records import Proposal
     from ingest.formats.annotations import AnnotatedEpisode, AnnotatedStep, AnnotationSession, Override
+    from sandbox.rollout import step_times
 
     eps = []
     for tr, shots in zip(trajs, refs):
         rng = random.Random(f"annotate/{tr.task.task_id}/{tr.attempt}")
         t, steps = 0.5, []
         for s, (uri, sha) in zip(tr.steps, shots):
-            t_end = t + len(s.thought.split()) / 2.5 + rng.uniform(0.5, 1.5)
+            t, _, t_end, t_next = step_times(rng, t, s.thought, s.action, pace=1.3)  # an annotator's pace (Interactive)
             proposed = s.proposal or (s.thought, s.action)
             common: dict[str, Any] = dict(observation=s.observation, screenshot_uri=uri, screenshot_sha256=sha,
                                           t_start=round(t, 3), t_end=round(t_end, 3))  # fmt: skip
@@ -82,7 +83,7 @@ def to_session(trajs: Sequence[Trajectory], refs: Sequence[Sequence[tuple[str, s
                 steps.append(AnnotatedStep(prop, "accepted", accepted_index=0, **common))
             else:
                 steps.append(AnnotatedStep(prop, "overridden", override=Override(s.thought, s.action), **common))
-            t = t_end + rng.uniform(0.2, 0.6)
+            t = t_next
         k = tr.task
         eps.append(
             AnnotatedEpisode(

@@ -183,13 +183,19 @@ def current_policy(lake, cfg: DemoConfig):  # noqa: ANN001, ANN201
     return fetch(lake, uri) if uri else None
 
 
+def acting_policy(lake, cfg: DemoConfig):  # noqa: ANN001, ANN201
+    """The newest checkpoint, which a round's sampling and annotation act with; there must be one."""
+    policy = current_policy(lake, cfg)
+    if policy is None:
+        raise ValueError("no checkpoint yet: run the cold start first")
+    return policy
+
+
 def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
     """Rejection sampling with the newest checkpoint on fresh training tasks; lands through the rollout reader."""
     from training.sampling import rejection_sample
 
-    policy = current_policy(lake, cfg)
-    if policy is None:
-        raise ValueError("no checkpoint yet: run the cold start first")
+    policy = acting_policy(lake, cfg)
     f = cfg.flywheel
     env = cfg.backend
     tasks = env.training_tasks(f.sampling.tasks, seed=cfg.seed * 1000 + 17 * round + 1)
@@ -204,9 +210,7 @@ def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on
     from training.annotate import annotate_round
     from validators.routing import update_round
 
-    policy = current_policy(lake, cfg)
-    if policy is None:
-        raise ValueError("no checkpoint yet: run the cold start first")
+    policy = acting_policy(lake, cfg)
     env, f = cfg.backend, cfg.flywheel
     tasks = env.training_tasks(cfg.annotate_tasks, seed=cfg.seed * 1000 + 17 * round + 9)
     res = annotate_round(lake, round, policy, tasks, landing / "annotations", env.reviewer, env.render_steps, f.prompt,

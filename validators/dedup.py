@@ -79,15 +79,9 @@ def key_words(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def is_known(words: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Which rows of `words` ((n, 2) uint64) are among the rows of `known` (an exact 128-bit match)."""
-    import polars as pl
+    from storage.lake import is_member
 
-    if not len(words) or not len(known):
-        return np.zeros(len(words), dtype=bool)
-    q = pl.DataFrame({"h": words[:, 0], "l": words[:, 1], "i": np.arange(len(words))})
-    k = pl.DataFrame({"h": known[:, 0], "l": known[:, 1]})
-    hit = np.zeros(len(words), dtype=bool)
-    hit[q.join(k, on=["h", "l"], how="semi")["i"].to_numpy()] = True
-    return hit
+    return is_member({"h": words[:, 0], "l": words[:, 1]}, {"h": known[:, 0], "l": known[:, 1]})
 
 
 #: What the dedup indexes read of a pile's episodes: the content, nothing else of the steps.
