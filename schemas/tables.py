@@ -253,13 +253,16 @@ class TableSpec:
     #: existing keys only among rows with the batch's values of these columns, so Delta's file statistics skip every
     #: other file instead of reading the whole key column. Only for tables whose writers guarantee it.
     key_scope: tuple[str, ...] = ()
+    #: Keep a key index beside each data file (storage/keyindex.py), so an append looks its batch up there instead
+    #: of reading the key column of every file: for large tables without a key_scope.
+    indexed: bool = False
 
 
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in [
         TableSpec("sessions", SESSIONS, ("session_id",), doc="one row per uploaded bundle or file"),
-        TableSpec("episodes", EPISODES, ("episode_id",), doc="one row per trajectory"),
+        TableSpec("episodes", EPISODES, ("episode_id",), doc="one row per trajectory", indexed=True),
         # verdicts, sft, ct: routing only ever judges and routes an episode in its own round (episodes.round)
         TableSpec("verdicts", VERDICTS, ("episode_id", "validator", "version"), doc="one row per (episode, validator)",
                   key_scope=("round",)),  # fmt: skip

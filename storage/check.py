@@ -8,6 +8,7 @@ that wrote it, so a crash, a fault or a hand edit that broke one shows up here:
   episodes, none of a routed round (one with a `rounds` row) in neither pile;
 - counts that match `rounds`: n_new = n_pass + n_fail, n_pass / n_fail = the round's rows in sft / ct, n_new = the
   round's episodes, and sft_size / ct_size between the piles' sizes up to that round and now;
+- key indexes agree with the data: every stored key-index sidecar (storage/keyindex.py) holds its file's keys;
 - everything referenced is present: every screenshot URI of every step, every training checkpoint, every data file
   of each table's current version and of each pinned version (storage/pins.py).
 
@@ -27,7 +28,7 @@ import pyarrow.parquet as pq
 
 from schemas.tables import TABLES
 from storage.errors import LakeError
-from storage.lake import Lake
+from storage.lake import Lake, forget_snapshots
 from storage.views import registered_name
 
 #: How many example ids a violation lists.
@@ -287,6 +288,28 @@ def check_table_files(lake: Lake, report: CheckReport, pins: dict[str, set[int]]
     report.checked += ["data_file_missing", "pin_unreadable"]
 
 
+def key_indexes(lake: Lake) -> list[tuple[str, Any]]:
+    """(table, FileIndex) of every key index the flywheel keeps: indexed tables' keys, the piles' exact-dedup keys."""
+    from storage.keyindex import key_index
+    from storage.piles import PILES
+    from validators.dedup import ExactDedup
+
+    dedup = ExactDedup().pile_index(lake)
+    return [(n, key_index(ts.key)) for n, ts in TABLES.items() if ts.indexed] + [(p, dedup) for p in PILES]
+
+
+def check_key_indexes(lake: Lake, report: CheckReport) -> None:
+    """Every stored key-index sidecar holds exactly the keys of its data file (a wrong one could hide a key from an
+    append or from dedup; a missing one is fine: it is rebuilt when needed)."""
+    from storage.keyindex import verify
+
+    bad = [f"{name}/{index.folder}/{f}" for name, index in key_indexes(lake) for f in verify(lake, name, index, lake.delta(name))]
+    if bad:
+        report.violations.append(Violation("key_index_mismatch", "indexes", len(bad), "key index file(s) disagree with their data file; "
+                                           "delete them (they are rebuilt) or run `flywheel maintain`", tuple(bad[:EXAMPLES])))  # fmt: skip
+    report.checked.append("key_index_mismatch")
+
+
 # ------------------------------------------------------------------------------------------------ entry point
 def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None] | None = None) -> CheckReport:
     """Run every invariant over the lake; never raises for a violation (they are in the report)."""
@@ -295,6 +318,7 @@ def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None
     import duckdb
 
     say = progress or (lambda what: None)
+    forget_snapshots()
     report = CheckReport(str(lake.uri))
     unreadable = []
     for name in TABLES:
@@ -312,6 +336,7 @@ def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None
         ("duplicate keys", lambda: check_duplicates(lake, con, report)),
         ("piles", lambda: check_piles(lake, con, report)),
         ("rounds", lambda: check_rounds(lake, con, report)),
+        ("key indexes", lambda: check_key_indexes(lake, report)),
     ]
     if media:
         steps.append(("media", lambda: check_media(lake, con, report)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections import OrderedDict
 import json
 import math
 import os
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +38,9 @@ from storage.errors import LakeError, SchemaError
 from storage.objects import ObjectStore, open_object_store
 from storage.uri import LakeURI, parse_lake_uri
 
+if TYPE_CHECKING:
+    from storage.keyindex import FileIndex
+
 MANIFEST = "_flywheel_lake.json"
 #: Version of the lake layout itself (the manifest format and the set of tables).
 LAKE_FORMAT = 1
@@ -47,6 +51,11 @@ WRITER_APP_ID = "flywheel.lake"
 #: How often a write that lost a commit race is retried before giving up with a LakeError.
 MAX_WRITE_ATTEMPTS = 25
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: Delta writes a checkpoint every this many commits (`delta.checkpointInterval`, Delta's default is 100): opening a
+#: table replays the log from the last checkpoint, and each round opens every table several times (at 50 commits
+#: without a checkpoint an open took 50 ms, with one 14 ms).
+CHECKPOINT_INTERVAL = 10
+TABLE_CONFIGURATION = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 #: Large batches skip the per-key filter pushdown and read the key column whole (a hash key has no useful stats).
 _KEY_FILTER_MAX = 10_000
 
@@ -249,6 +258,7 @@ class Lake:
                         ts.schema.empty_table(),
                         mode="append",
                         partition_by=list(ts.partition_by) or None,
+                        configuration=TABLE_CONFIGURATION,
                         storage_options=self.storage_options,
                     )
                 created.append(name)
@@ -286,7 +296,7 @@ class Lake:
         return self.delta(name).version()
 
     def dataset(self, name: str, version: int | None = None) -> ds.Dataset:
-        return self.delta(name, version).to_pyarrow_dataset()
+        return snapshot_dataset(self.delta(name, version))
 
     def read(
         self,
@@ -312,21 +322,34 @@ class Lake:
         dt = dt or self.delta(name)
         if not _has_rows(dt):
             return pa.array([], pa.string())
+        if ts.indexed and keys is not None:  # a binary search per data file, no key column read
+            from storage import keyindex
+
+            with delta_errors(f"reading the key index of {name}"):
+                runs = keyindex.runs(self, name, keyindex.key_index(ts.key), dt)
+            return keys.filter(pa.array(keyindex.contains(runs, keyindex.key_hashes(keys))))
         flt = scope
         if keys is not None and len(ts.key) == 1 and len(keys) <= _KEY_FILTER_MAX:
             flt = pc.field(ts.key[0]).isin(keys) if flt is None else flt & pc.field(ts.key[0]).isin(keys)
         with delta_errors(f"reading keys of {name}"):
-            existing = dt.to_pyarrow_dataset().to_table(columns=list(ts.key), filter=flt)
+            existing = snapshot_dataset(dt).to_table(columns=list(ts.key), filter=flt)
         return _key_strings(existing, ts.key)
 
     # ----------------------------------------------------------------- writes
     def append(
-        self, name: str, data: pa.Table | Iterable[pa.RecordBatch] | list[dict[str, Any]], *, scope: pc.Expression | None = None
+        self,
+        name: str,
+        data: pa.Table | Iterable[pa.RecordBatch] | list[dict[str, Any]],
+        *,
+        scope: pc.Expression | None = None,
+        indexes: Iterable[FileIndex] = (),
     ) -> int:
         """Append rows whose key is not in the table yet; return how many were added.
 
         `scope`: the caller's promise that no row outside it holds a key of the batch (on top of the table's
         key_scope); the existence check then reads only rows inside it, and Delta statistics skip other files.
+        `indexes`: key indexes (storage/keyindex.py) to write beside each new data file, on top of the table's own
+        key index, so the next lookup need not read the file to build them.
 
         Rows are conformed to the table schema (or refused, nothing written), deduplicated within the batch and
         against the table on the key, and written in one Delta commit. The commit carries the lake's
@@ -345,7 +368,8 @@ class Lake:
             batch = batch.take(pc.take(first, pc.sort_indices(first)))
         table_scope = _key_scope(ts, batch)
         scope = table_scope if scope is None else (scope if table_scope is None else table_scope & scope)
-        single = _key_strings(batch, ts.key) if len(ts.key) == 1 else None  # for the key filter pushdown
+        # the key strings to look up: for the filter pushdown (one key column) or the table's key index
+        single = _key_strings(batch, ts.key) if len(ts.key) == 1 or ts.indexed else None
 
         def attempt(dt: DeltaTable) -> int:
             existing = self.existing_keys(name, single, dt=dt, scope=scope)
@@ -356,7 +380,7 @@ class Lake:
                 if seen.any():  # filtering copies the nested columns: only when some key is old
                     todo = batch.filter(pa.array(~seen))
             if todo.num_rows:
-                self._write(ts, dt, todo)
+                self._write(ts, dt, todo, list(indexes))
             return todo.num_rows
 
         return self._retry_on_conflict(name, attempt)
@@ -397,12 +421,13 @@ class Lake:
                 time.sleep(random.uniform(0, min(0.05 * 2**i, 1.0)))
         raise LakeError(f"table {name}: gave up after {MAX_WRITE_ATTEMPTS} commit conflicts with concurrent writers; retry")
 
-    def _write(self, ts: TableSpec, dt: DeltaTable, batch: pa.Table) -> None:
+    def _write(self, ts: TableSpec, dt: DeltaTable, batch: pa.Table, indexes: list[FileIndex] | None = None) -> None:
         """One Delta commit on top of `dt`'s snapshot (not a fresh one: a commit since then must conflict).
 
         Unpartitioned tables: PyArrow writes the Parquet files (2-3x faster than delta-rs's writer on nested
         episode rows, see bench/bench_lake.py), then one Delta commit adds them with their statistics. Files are
         invisible until that commit lands, so a crash leaves orphans (removed by vacuum), never half a batch.
+        Each file's key-index sidecars are written with it (partitioned tables: built on the first lookup).
         """
         if ts.partition_by:
             with delta_errors(f"appending to {ts.name}"):
@@ -414,7 +439,14 @@ class Lake:
                     commit_properties=_commit_props(dt),
                 )
             return
-        adds = [self._write_file(ts.name, part) for part in _split(batch, _TARGET_FILE_SIZE)]
+        from storage.keyindex import key_index, store_run
+
+        indexes = ([key_index(ts.key)] if ts.indexed else []) + list(indexes or ())
+        adds = []
+        for part in _split(batch, _TARGET_FILE_SIZE):
+            adds.append(self._write_file(ts.name, part))
+            for ix in indexes:
+                store_run(self, ts.name, ix, adds[-1].path, part)
         with delta_errors(f"committing to {ts.name}"):
             dt.create_write_transaction(adds, mode="append", schema=dt.schema(), commit_properties=_commit_props(dt))
 
@@ -518,6 +550,31 @@ def _stats_json(t: pa.Table) -> str:
             hi = (hi + timedelta(milliseconds=1)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         mins[f.name], maxs[f.name] = lo, hi
     return json.dumps({"numRecords": t.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+_DATASETS: OrderedDict[tuple[str, str, int], ds.Dataset] = OrderedDict()
+_DATASETS_MAX = 64
+
+
+def snapshot_dataset(dt: DeltaTable) -> ds.Dataset:
+    """The Arrow dataset of `dt`'s snapshot, built once per (table, version) in a process: a version's files never
+    change, and building it costs a pass over every file's statistics (~20 ms per table at 10M episodes, asked for
+    ~17 times per round)."""
+    key = (dt.table_uri, dt.metadata().id, dt.version())  # the table id: a table recreated at the same path differs
+    got = _DATASETS.get(key)
+    if got is None:
+        got = _DATASETS[key] = dt.to_pyarrow_dataset()
+        while len(_DATASETS) > _DATASETS_MAX:
+            _DATASETS.popitem(last=False)
+    else:
+        _DATASETS.move_to_end(key)
+    return got
+
+
+def forget_snapshots() -> None:
+    """Drop the cached snapshot datasets: a cached one keeps its files' Parquet footers, so counting its rows would
+    not notice a file deleted since (`flywheel check` must see storage as it is)."""
+    _DATASETS.clear()
 
 
 def _commit_props(dt: DeltaTable) -> CommitProperties:

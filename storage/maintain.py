@@ -3,7 +3,8 @@
 Why: every append is one Delta commit with its own Parquet file(s), so a lake that grows by many small batches
 (one rollout block, one session, one rounds upsert at a time) ends up with thousands of small files and a long log;
 scans and log replay slow down. Compaction (deltalake `optimize.compact`) rewrites small files into few large ones
-in one commit that changes no row; vacuum deletes files that no version within the retention window still needs,
+in one commit that changes no row (the key-index sidecars of the files it replaced are deleted with the vacuum);
+vacuum deletes files that no version within the retention window still needs,
 and files that no commit ever added (left by a crashed write).
 
 What is kept: every version younger than `retain_hours` (Delta's time travel window), and every pinned version
@@ -48,6 +49,7 @@ class TableMaintenance:
     files_compacted: int = 0  # small files rewritten
     files_written: int = 0  # files the compaction wrote
     files_vacuumed: int = 0  # files deleted (or, on a dry run, that would be)
+    index_files_removed: int = 0  # key-index sidecars of files no longer in the table (storage/keyindex.py)
     kept_versions: list[int] = field(default_factory=list)
     seconds: float = 0.0
     note: str = ""
@@ -84,6 +86,24 @@ def compact_table(lake: Lake, name: str, target_bytes: int = DEFAULT_TARGET_BYTE
     raise LakeError(f"table {name}: compaction lost {_COMPACT_ATTEMPTS} commit races with concurrent writers; run maintain again")
 
 
+def set_checkpoint_interval(lake: Lake, name: str) -> bool:
+    """Give a table made before flywheel set `delta.checkpointInterval` the lake's interval (one metadata commit);
+    True when it changed it."""
+    from storage.lake import TABLE_CONFIGURATION
+
+    conf = lake.delta(name).metadata().configuration
+    if all(conf.get(k) == v for k, v in TABLE_CONFIGURATION.items()):
+        return False
+    for _ in range(_COMPACT_ATTEMPTS):
+        try:
+            with delta_errors(f"setting the checkpoint interval of {name}"):
+                lake.delta(name).alter.set_table_properties(TABLE_CONFIGURATION)
+            return True
+        except CommitFailedError:
+            time.sleep(0.2)
+    return False
+
+
 def protect_log(lake: Lake, name: str) -> bool:
     """Keep the table's log long enough for its pinned versions to stay loadable; True when it changed it."""
     dt = lake.delta(name)
@@ -113,6 +133,18 @@ def vacuum_table(lake: Lake, name: str, retain_hours: float, keep: Iterable[int]
             keep_versions=kept or None,
         )
     return len(gone), kept
+
+
+def drop_stale_index_files(lake: Lake, name: str, dry_run: bool = False) -> int:
+    """Delete the key-index sidecars of data files the table's latest version no longer has (compacted away).
+    Appends only use the latest version's sidecars, and one deleted under a racing append is rebuilt by it."""
+    from storage.keyindex import stale_sidecars
+
+    gone = stale_sidecars(lake, name, lake.delta(name))
+    if not dry_run:
+        for rel in gone:
+            lake.objects.delete(rel)
+    return len(gone)
 
 
 def maintain(
@@ -145,12 +177,17 @@ def maintain(
         t0 = time.perf_counter()
         v0, f0 = lake.version(name), _n_files(lake, name)
         tm = TableMaintenance(name, v0, v0, f0, f0)
+        notes = []
         if pins.get(name) and not dry_run and protect_log(lake, name):
-            tm.note = "log retention raised for pinned versions"
+            notes.append("log retention raised for pinned versions")
+        if not dry_run and set_checkpoint_interval(lake, name):
+            notes.append("checkpoint interval set")
+        tm.note = "; ".join(notes)
         if compact and not dry_run:
             tm.files_compacted, tm.files_written = compact_table(lake, name, target_bytes)
         if vacuum:
             tm.files_vacuumed, tm.kept_versions = vacuum_table(lake, name, retain_hours, pins.get(name, ()), dry_run)
+            tm.index_files_removed = drop_stale_index_files(lake, name, dry_run)
         tm.version_after, tm.files_after = lake.version(name), _n_files(lake, name)
         tm.seconds = round(time.perf_counter() - t0, 3)
         report.tables.append(tm)

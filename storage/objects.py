@@ -32,6 +32,7 @@ class ObjectStore(Protocol):
     def get_bytes(self, rel: str) -> bytes | None: ...
     def exists(self, rel: str) -> bool: ...
     def list(self, prefix: str) -> list[str]: ...
+    def delete(self, rel: str) -> None: ...
 
     def put_text(self, rel: str, text: str) -> None: ...
     def get_text(self, rel: str) -> str | None: ...
@@ -106,6 +107,9 @@ class LocalObjectStore(_Common):
 
     def exists(self, rel: str) -> bool:
         return self._path(rel).is_file()
+
+    def delete(self, rel: str) -> None:
+        self._path(rel).unlink(missing_ok=True)
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
@@ -193,6 +197,9 @@ class S3ObjectStore(_Common):
 
     def exists(self, rel: str) -> bool:
         return self._call(self.client.head_object, Key=self.uri.key(rel)) is not None
+
+    def delete(self, rel: str) -> None:
+        self._call(self.client.delete_object, Key=self.uri.key(rel))
 
     def list(self, prefix: str) -> list[str]:
         out: list[str] = []

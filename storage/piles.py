@@ -87,7 +87,7 @@ def read_pile(
     if post_filter is not None:  # which columns a filter names is not public in pyarrow: read the flat ones
         ep_cols += [c for c in EPISODES.names if c not in thin.names and c not in ep_cols and c != projection.STEPS]
     if ep_cols and rows.num_rows:
-        rows = _join_episodes(lake, rows, ep_cols, step_fields)
+        rows = join_episodes(lake, rows, ep_cols, step_fields)
     elif ep_cols:
         schema = projection.projected_schema(lake.dataset("episodes").schema, ep_cols, step_fields)
         for f in schema:
@@ -97,7 +97,7 @@ def read_pile(
     return rows.select(cols)
 
 
-def _join_episodes(lake: Lake, rows: pa.Table, ep_cols: list[str], step_fields: Sequence[str] | None) -> pa.Table:
+def join_episodes(lake: Lake, rows: pa.Table, ep_cols: list[str], step_fields: Sequence[str] | None) -> pa.Table:
     """rows + the episode columns `ep_cols`, matched on episode_id (inner join, rows' order kept)."""
     ids = rows.column("episode_id").combine_chunks()
     rounds = pc.unique(rows.column("round").combine_chunks())

@@ -78,7 +78,9 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, name: str,
     S3 lakes go through the Arrow dataset (DuckDB's S3 reader is an extension this project does not download).
     """
     dt = lake.delta(table, version)
-    dataset = dt.to_pyarrow_dataset()
+    from storage.lake import snapshot_dataset
+
+    dataset = snapshot_dataset(dt)
     files = dt.file_uris() if lake.uri.scheme == "file" else []
     if not files:
         con.register(name, dataset)

@@ -228,6 +228,11 @@ class Validator:
         default."""
         return {}
 
+    def pile_indexes(self, lake: Any) -> list[Any]:
+        """Key indexes (storage.keyindex.FileIndex) this validator looks pile files up in, written beside each new
+        pile file as routing appends it. None by default."""
+        return []
+
     # ------------------------------------------------------------ entry points
     def check_batch(self, table: pa.Table | EpisodeBatch) -> pa.Table:
         """Verdicts for every episode of the table: (episode_id, passed, reason, score, details), input order."""

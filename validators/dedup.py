@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.keyindex import FileIndex, contains, fmix64, key_words, sort_words
 from validators.base import EpisodeBatch, Outcome, Validator, as_bool
 
 DUPLICATE = "duplicate"
@@ -62,28 +63,6 @@ def content_keys(b: EpisodeBatch) -> pa.Array:
     return _hex([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)])
 
 
-def key_words(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """32-hex-digit content keys -> an (n, 2) uint64 array (the two 64-bit hashes they were written from)."""
-    keys = _combined(keys).cast(pa.string())
-    n = len(keys)
-    if n == 0:
-        return np.zeros((0, 2), np.uint64)
-    if keys.null_count:
-        raise ValueError("content keys must not be null")
-    offsets = np.frombuffer(keys.buffers()[1], np.int32, n + 1, keys.offset * 4)
-    if not (np.diff(offsets) == 32).all():
-        raise ValueError("content keys must be 32 hex digits")
-    raw = bytes.fromhex(keys.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]].decode("ascii"))
-    return np.frombuffer(raw, "<u8").reshape(n, 2).astype(np.uint64)  # the byte order `_hex` writes
-
-
-def is_known(words: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """Which rows of `words` ((n, 2) uint64) are among the rows of `known` (an exact 128-bit match)."""
-    from storage.lake import is_member
-
-    return is_member({"h": words[:, 0], "l": words[:, 1]}, {"h": known[:, 0], "l": known[:, 1]})
-
-
 #: What the dedup indexes read of a pile's episodes: the content, nothing else of the steps.
 _CONTENT = ["episode_id", "instruction", "steps"]
 
@@ -105,35 +84,38 @@ class ExactDedup(Validator):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self._known: list[np.ndarray] = []  # (n, 2) uint64 words of the keys in the piles and routed batches
+        self._runs: list[np.ndarray] = []  # sorted (n, 2) uint64 key words: one run per pile file, one per batch
 
-    @property
-    def known(self) -> np.ndarray:
-        """Every known key as (hi, lo) uint64 words, one row per key (repeats allowed: it is only looked up)."""
-        if len(self._known) != 1:
-            self._known = [np.concatenate(self._known) if self._known else np.zeros((0, 2), np.uint64)]
-        return self._known[0]
+    def pile_index(self, lake: Any) -> FileIndex:
+        """The piles' key index for this version: per pile data file, its rows' content keys (the content_key
+        column where this version wrote it; otherwise rehashed from the episodes' actions, once per file)."""
+
+        from storage.piles import join_episodes
+
+        def build(t: pa.Table) -> np.ndarray:
+            ok = np.asarray(pc.fill_null(pc.equal(t.column("content_key_version"), self.version), False), dtype=bool)
+            words = [key_words(t.column("content_key").filter(pa.array(ok)))]
+            if not ok.all():  # routed without exact dedup, before schema 2, or under another Polars: rehash the
+                # episodes of these very rows (not of the committed pile: a writer builds this before its commit)
+                e = join_episodes(lake, t.filter(pa.array(~ok)).select(["episode_id", "round"]), ["instruction", "steps"], ["action"])
+                if e.num_rows:
+                    words.append(key_words(content_keys(EpisodeBatch(e))))
+            return np.concatenate(words)
+
+        return FileIndex(f"{self.name}-{self.version}", ("episode_id", "round", "content_key", "content_key_version"), build)
 
     def prepare(self, lake: Any) -> None:
-        """Load the content keys of every episode already in a pile: the piles' content_key column where this
-        version computed it, by hashing the episodes' actions for the rest. Kept as integers, not strings: at 10M
-        episodes hashing and re-deduplicating the hex strings every round cost more than the round's routing."""
+        """Load the content keys of every episode already in a pile from the piles' key index (storage/keyindex.py):
+        16 bytes per episode, sorted per data file, so a round reads neither the piles' key columns nor, at 10M
+        episodes, spends seconds joining its batch against them."""
+        from storage import keyindex
         from storage.piles import PILES
 
-        known, stale = [], []
-        for p in PILES:
-            t = lake.read(p, ["content_key", "content_key_version"])
-            ok = pc.fill_null(pc.equal(t.column("content_key_version"), self.version), False)
-            known.append(key_words(t.column("content_key").filter(ok)))
-            if not pc.all(ok).as_py():
-                stale.append(lake.read(p, ["episode_id"], filter=~pc.field("content_key_version").isin([self.version])
-                                       | pc.field("content_key_version").is_null()).column("episode_id").combine_chunks())  # fmt: skip
-        if stale and sum(len(m) for m in stale):
-            missing = pa.concat_arrays(stale)
-            for t in _read_piles(lake, _CONTENT, pc.field("episode_id").isin(missing)):
-                if t.num_rows:
-                    known.append(key_words(content_keys(EpisodeBatch(t))))
-        self._known = known
+        index = self.pile_index(lake)
+        self._runs = [r for p in PILES for r in keyindex.runs(lake, p, index, lake.delta(p))]
+
+    def pile_indexes(self, lake: Any) -> list[FileIndex]:
+        return [self.pile_index(lake)]
 
     def pile_columns(self, batch: EpisodeBatch) -> dict[str, pa.Array]:
         return {"content_key": self._keys(batch), "content_key_version": pa.repeat(pa.scalar(self.version), batch.n)}
@@ -145,7 +127,7 @@ class ExactDedup(Validator):
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         keys = self._keys(b)
-        in_pile = is_known(key_words(keys), self.known)
+        in_pile = contains(self._runs, key_words(keys))
         first = pa.table({"k": keys, "i": pa.array(np.arange(b.n))}).group_by("k", use_threads=False).aggregate([("i", "min")])
         is_first = np.zeros(b.n, dtype=bool)
         is_first[first.column("i_min").to_numpy()] = True
@@ -158,19 +140,10 @@ class ExactDedup(Validator):
         return Outcome(failed, DUPLICATE, details=details)
 
     def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
-        self._known.append(key_words(self._keys(b)))
+        self._runs.append(sort_words(key_words(self._keys(b))))
 
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-def _fmix64(h: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser: spreads the bits before the affine permutations."""
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xFF51AFD7ED558CCD)
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> np.uint64(33))
 
 
 def shingle_hashes(b: EpisodeBatch, n: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +161,7 @@ def shingle_hashes(b: EpisodeBatch, n: int = 3) -> tuple[np.ndarray, np.ndarray]
     same = parent[: m] == parent[n - 1 :]
     gram = pc.binary_join_element_wise(*[flat.slice(i, m) for i in range(n)], " ")
     h = pl.Series(gram.filter(pa.array(same))).hash(seed=7).to_numpy()
-    return _fmix64(h.astype(np.uint64)), parent[: m][same]
+    return fmix64(h.astype(np.uint64)), parent[: m][same]
 
 
 def minhash_signatures(h: np.ndarray, parent: np.ndarray, n_episodes: int, num_perm: int, seed: int) -> np.ndarray:

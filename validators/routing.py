@@ -377,10 +377,11 @@ def route_batch(
     cols["round_routed"] = pa.array(np.full(batch.n, round, dtype=np.int32))
     rows = pa.table({**cols, **d.pile_columns})
     mask = pa.array(d.passed)
-    n_sft = lake.append("sft", rows.filter(mask))
+    indexes = [ix for v in d.used for ix in v.pile_indexes(lake)]
+    n_sft = lake.append("sft", rows.filter(mask), indexes=indexes)
     say("sft_appended", {"n": n_sft})
     ct = rows.append_column(pa.field("reasons", pa.list_(pa.string()), nullable=False), d.reasons)
-    n_ct = lake.append("ct", ct.filter(pc.invert(mask)))
+    n_ct = lake.append("ct", ct.filter(pc.invert(mask)), indexes=indexes)
     say("ct_appended", {"n": n_ct})
     for v in d.used:
         v.after_batch(batch, d.passed)

@@ -1,0 +1,144 @@
+"""Key indexes beside the data files (storage/keyindex.py): exact lookups, and a cache that can never hide a key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage import keyindex
+from storage.check import check_lake
+from storage.keyindex import contains, key_hashes, key_index, sidecar_rel, sort_words
+from storage.maintain import maintain
+from tests.storage.data import episodes
+
+
+def _sidecars(lake, table: str = "episodes") -> list[str]:  # noqa: ANN001
+    return lake.objects.list(f"{keyindex.INDEX_ROOT}/{table}/")
+
+
+def test_key_hashes_are_the_hex_itself_or_blake2b_per_key() -> None:
+    hexkeys = pa.array(["0123456789abcdef" * 2, "f" * 32])
+    words = key_hashes(hexkeys)
+    assert words[0, 0] == int.from_bytes(bytes.fromhex("0123456789abcdef"), "little")
+    other = pa.array(["s1", "session/2", "F" * 32, ""])  # upper-case hex is not a hash of ours: hashed
+    mixed = pa.array(["s1", "f" * 32, "session/2"])
+    a, b = key_hashes(other), key_hashes(mixed)
+    assert (b[0] == a[0]).all() and (b[1] == words[1]).all() and (b[2] == a[1]).all()  # a key's words never depend on its batch
+    assert len({tuple(r) for r in a}) == 4
+    assert (key_hashes(other) == a).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1)), max_size=40),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1)), max_size=40),
+    st.integers(1, 3),
+)
+def test_contains_is_exact_membership(stored: list[tuple[int, int]], queries: list[tuple[int, int]], n_runs: int) -> None:
+    """High words drawn from 0..3 so most share one: the low word must decide."""
+    queries = queries + stored[: len(stored) // 2]
+    arr = np.array(stored, dtype=np.uint64).reshape(-1, 2)
+    runs = [sort_words(arr[i::n_runs]) for i in range(n_runs)]
+    q = np.array(queries, dtype=np.uint64).reshape(-1, 2)
+    assert contains(runs, q).tolist() == [t in set(stored) for t in queries]
+
+
+def test_append_writes_sidecars_and_rebuilds_a_lost_or_torn_one(any_lake) -> None:
+    first, second = episodes(40), episodes(40, start=40)
+    assert any_lake.append("episodes", first) == 40
+    assert any_lake.append("episodes", second) == 40
+    assert len(_sidecars(any_lake)) == 2  # written with each data file
+    assert any_lake.append("episodes", episodes(80)) == 0
+    lost, torn = _sidecars(any_lake)
+    any_lake.objects.delete(lost)
+    any_lake.objects.put_bytes(torn, b"not an array")
+    keyindex._CACHE.clear()  # a new process: only what is stored
+    assert not check_lake(any_lake, media=False).ok  # the torn sidecar is reported...
+    assert any_lake.append("episodes", pa.concat_tables([first, second, episodes(5, start=80)])) == 5  # ...never trusted
+    assert any_lake.count("episodes") == 85
+    assert len(_sidecars(any_lake)) == 3  # both restored, and the new file's
+    rep = check_lake(any_lake, media=False)
+    assert rep.ok, [v.line() for v in rep.violations]
+    assert "key_index_mismatch" in rep.checked
+
+
+def test_check_reports_a_sidecar_that_lies(lake) -> None:
+    lake.append("episodes", episodes(10))
+    lake.append("episodes", episodes(10, start=10))
+    dt = lake.delta("episodes")
+    path = dt.to_pyarrow_dataset().get_fragments().__next__().path
+    rel = sidecar_rel("episodes", key_index(("episode_id",)), path)
+    lake.objects.put_bytes(rel, keyindex._encode(np.zeros((10, 2), np.uint64)))  # valid, but the wrong keys
+    rep = check_lake(lake, media=False)
+    assert [v.invariant for v in rep.violations] == ["key_index_mismatch"]
+    assert path.rsplit("/", 1)[-1] in rep.violations[0].examples[0]
+
+
+def test_maintain_drops_the_sidecars_of_compacted_files(lake) -> None:
+    for i in range(3):
+        lake.append("episodes", episodes(10, start=10 * i))
+    assert len(_sidecars(lake)) == 3
+    rep = maintain(lake, retain_hours=0)
+    ep = next(t for t in rep.tables if t.table == "episodes")
+    assert (ep.files_after, ep.index_files_removed) == (1, 3)
+    assert _sidecars(lake) == []
+    assert lake.append("episodes", episodes(31)) == 1  # the lookup builds the compacted file's sidecar
+    assert len(_sidecars(lake)) == 2
+    assert check_lake(lake, media=False).ok
+
+
+def test_runs_are_merged_into_segments_used_only_while_their_files_are_live(lake, monkeypatch) -> None:
+    """With MERGE_RUNS=3: every third lookup merges the single-file runs into a segment, and three segments into
+    one. A segment that covers a file compaction replaced is not used (it could claim a key that is gone)."""
+    from storage.maintain import compact_table
+
+    monkeypatch.setattr(keyindex, "MERGE_RUNS", 3)
+    ix = key_index(("episode_id",))
+    for i in range(10):
+        assert lake.append("episodes", episodes(10, start=10 * i)) == 10
+    runs = keyindex.runs(lake, "episodes", ix, lake.delta("episodes"))
+    assert sum(len(r) for r in runs) == 100 and len(runs) < 5
+    assert any(f"/{keyindex.SEGMENTS}/" in rel for rel in _sidecars(lake))
+    assert lake.append("episodes", episodes(105)) == 5
+    assert check_lake(lake, media=False).ok
+    compact_table(lake, "episodes")  # one file now; the segments cover files no longer in the table
+    keyindex._CACHE.clear()
+    runs = keyindex.runs(lake, "episodes", ix, lake.delta("episodes"))
+    assert [len(r) for r in runs] == [105]
+    assert lake.append("episodes", episodes(106)) == 1
+    assert maintain(lake, retain_hours=0).tables[1].index_files_removed > 0
+    assert not any(f"/{keyindex.SEGMENTS}/" in rel for rel in _sidecars(lake))
+    assert check_lake(lake, media=False).ok
+
+
+def test_check_reports_a_segment_that_lies(lake, monkeypatch) -> None:
+    monkeypatch.setattr(keyindex, "MERGE_RUNS", 2)
+    for i in range(2):
+        lake.append("episodes", episodes(10, start=10 * i))
+    lake.append("episodes", episodes(20))  # the lookup merges the two runs
+    (seg,) = [rel for rel in _sidecars(lake) if f"/{keyindex.SEGMENTS}/" in rel]
+    files = [f.path.rsplit("/", 1)[-1] for f in lake.delta("episodes").to_pyarrow_dataset().get_fragments()]
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, files=np.array(sorted(files)), words=np.zeros((20, 2), np.uint64))
+    lake.objects.put_bytes(seg, buf.getvalue())
+    rep = check_lake(lake, media=False)
+    assert [v.invariant for v in rep.violations] == ["key_index_mismatch"]
+    assert "segment" in rep.violations[0].examples[0]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), min_size=1, max_size=30), st.integers(0, 29), st.integers(0, 127))
+def test_digest_adds_up_ignores_order_and_sees_any_changed_bit(rows: list[tuple[int, int]], cut: int, bit: int) -> None:
+    from storage.keyindex import add_digests, digest
+
+    w = np.array(rows, dtype=np.uint64)
+    cut = cut % len(w)
+    assert add_digests(digest(w[:cut]), digest(w[cut:])) == digest(w)
+    assert digest(w[::-1]) == digest(w)
+    flipped = w.copy()
+    flipped[cut, bit // 64] ^= np.uint64(1 << (bit % 64))
+    assert digest(flipped) != digest(w)
