@@ -23,7 +23,6 @@ import hashlib
 import io
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from cachetools import LRUCache
 
 from storage.lake import _key_strings, snapshot_dataset
 
@@ -165,38 +165,26 @@ def _nbytes(v: Any) -> int:
     return v.nbytes if isinstance(v, np.ndarray) else sum(_nbytes(x) for x in v if isinstance(x, np.ndarray))
 
 
-class _Cache:
-    """Loaded sidecars by object key, least recently used dropped first beyond CACHE_BYTES."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.size = limit, 0
-        self.items: OrderedDict[str, Any] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, k: str) -> Any:
-        with self.lock:
-            a = self.items.get(k)
-            if a is not None:
-                self.items.move_to_end(k)
-            return a
-
-    def put(self, k: str, a: Any) -> None:
-        with self.lock:
-            if k in self.items:
-                return
-            self.items[k] = a
-            self.size += _nbytes(a)
-            while self.size > self.limit and len(self.items) > 1:
-                _, old = self.items.popitem(last=False)
-                self.size -= _nbytes(old)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.items.clear()
-            self.size = 0
+#: Loaded runs and segments by "<lake>|<object key>" (least recently used dropped first beyond CACHE_BYTES).
+_CACHE: LRUCache[str, Any] = LRUCache(CACHE_BYTES, getsizeof=_nbytes)
+_LOCK = threading.Lock()
 
 
-_CACHE = _Cache(CACHE_BYTES)
+def _cached(k: str) -> Any:
+    with _LOCK:
+        return _CACHE.get(k)
+
+
+def _remember(k: str, v: Any) -> None:
+    with _LOCK:
+        if _nbytes(v) <= CACHE_BYTES:
+            _CACHE[k] = v
+
+
+def forget() -> None:
+    """Drop every loaded run (what a new process would start from)."""
+    with _LOCK:
+        _CACHE.clear()
 
 
 def build_run(fragment: ds.ParquetFileFragment, index: FileIndex, schema: pa.Schema) -> np.ndarray:
@@ -208,10 +196,12 @@ def build_run(fragment: ds.ParquetFileFragment, index: FileIndex, schema: pa.Sch
 def store_run(lake: Any, table: str, index: FileIndex, data_file: str, rows: pa.Table) -> None:
     """Write the sidecar of a data file from its rows, as the writer has them in memory (before its commit: a
     commit that then fails leaves an orphan sidecar, removed by `flywheel maintain`, never a wrong one)."""
-    rel = sidecar_rel(table, index, data_file)
-    words = sort_words(index.build(rows.select(list(index.columns))))
+    _put_run(lake, sidecar_rel(table, index, data_file), sort_words(index.build(rows.select(list(index.columns)))))
+
+
+def _put_run(lake: Any, rel: str, words: np.ndarray) -> None:
     lake.objects.put_bytes(rel, _encode(words))
-    _CACHE.put(f"{lake.uri}|{rel}", words)
+    _remember(f"{lake.uri}|{rel}", words)
 
 
 def _name(path: str) -> str:
@@ -220,11 +210,11 @@ def _name(path: str) -> str:
 
 def _load(lake: Any, rel: str, decode: Callable[[bytes | None], Any]) -> Any:
     ck = f"{lake.uri}|{rel}"
-    v = _CACHE.get(ck)
+    v = _cached(ck)
     if v is None:
         v = decode(lake.objects.get_bytes(rel))
         if v is not None:
-            _CACHE.put(ck, v)
+            _remember(ck, v)
     return v
 
 
@@ -272,7 +262,7 @@ def _store_segment(lake: Any, table: str, index: FileIndex, files: Iterable[str]
     buf = io.BytesIO()
     np.savez(buf, files=np.array(names), words=merged)
     lake.objects.put_bytes(rel, buf.getvalue())
-    _CACHE.put(f"{lake.uri}|{rel}", (frozenset(names), merged))
+    _remember(f"{lake.uri}|{rel}", (frozenset(names), merged))
     return merged
 
 
@@ -301,8 +291,7 @@ def runs(lake: Any, table: str, index: FileIndex, dt: Any) -> list[np.ndarray]:
         a = _load(lake, rel, _decode)
         if a is None:
             a = build_run(frag, index, dataset.schema)
-            lake.objects.put_bytes(rel, _encode(a))
-            _CACHE.put(f"{lake.uri}|{rel}", a)
+            _put_run(lake, rel, a)
         singles.append((name, a))
     # Merged runs replace what they cover (a reader that still wanted one rebuilds it from the data files).
     if len(singles) >= MERGE_RUNS:

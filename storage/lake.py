@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections import OrderedDict
 import json
 import math
 import os
 import random
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from cachetools import LRUCache
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
@@ -322,12 +323,6 @@ class Lake:
         dt = dt or self.delta(name)
         if not _has_rows(dt):
             return pa.array([], pa.string())
-        if ts.indexed and keys is not None:  # a binary search per data file, no key column read
-            from storage import keyindex
-
-            with delta_errors(f"reading the key index of {name}"):
-                runs = keyindex.runs(self, name, keyindex.key_index(ts.key), dt)
-            return keys.filter(pa.array(keyindex.contains(runs, keyindex.key_hashes(keys))))
         flt = scope
         if keys is not None and len(ts.key) == 1 and len(keys) <= _KEY_FILTER_MAX:
             flt = pc.field(ts.key[0]).isin(keys) if flt is None else flt & pc.field(ts.key[0]).isin(keys)
@@ -372,18 +367,33 @@ class Lake:
         single = _key_strings(batch, ts.key) if len(ts.key) == 1 or ts.indexed else None
 
         def attempt(dt: DeltaTable) -> int:
-            existing = self.existing_keys(name, single, dt=dt, scope=scope)
+            seen = self._seen_in_index(name, single, dt) if ts.indexed else self._seen_in_table(name, batch, single, dt, scope)
             todo = batch
-            if len(existing):
-                keys = single if single is not None else _key_strings(batch, ts.key)
-                seen = is_member({"k": keys}, {"k": existing})
-                if seen.any():  # filtering copies the nested columns: only when some key is old
-                    todo = batch.filter(pa.array(~seen))
+            if seen.any():  # filtering copies the nested columns: only when some key is old
+                todo = batch.filter(pa.array(~seen))
             if todo.num_rows:
                 self._write(ts, dt, todo, list(indexes))
             return todo.num_rows
 
         return self._retry_on_conflict(name, attempt)
+
+    def _seen_in_table(self, name: str, batch: pa.Table, keys: pa.Array | None, dt: DeltaTable, scope: pc.Expression | None) -> np.ndarray:
+        """Which rows of `batch` have a key already in `dt`'s snapshot, by reading the stored keys (in `scope`)."""
+        existing = self.existing_keys(name, keys, dt=dt, scope=scope)
+        if not len(existing):
+            return np.zeros(batch.num_rows, dtype=bool)
+        return is_member({"k": keys if keys is not None else _key_strings(batch, spec(name).key)}, {"k": existing})
+
+    def _seen_in_index(self, name: str, keys: pa.Array, dt: DeltaTable) -> np.ndarray:
+        """Which of `keys` are in `dt`'s snapshot, from the table's key index: a binary search per run, no key
+        column read (storage/keyindex.py)."""
+        from storage import keyindex
+
+        if not _has_rows(dt):
+            return np.zeros(len(keys), dtype=bool)
+        with delta_errors(f"reading the key index of {name}"):
+            runs = keyindex.runs(self, name, keyindex.key_index(spec(name).key), dt)
+        return keyindex.contains(runs, keyindex.key_hashes(keys))
 
     def upsert(self, name: str, data: pa.Table | list[dict[str, Any]]) -> int:
         """Insert or replace rows by key (one Delta merge commit). For small bookkeeping tables such as rounds."""
@@ -552,8 +562,9 @@ def _stats_json(t: pa.Table) -> str:
     return json.dumps({"numRecords": t.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
-_DATASETS: OrderedDict[tuple[str, str, int], ds.Dataset] = OrderedDict()
-_DATASETS_MAX = 64
+#: Arrow datasets of table snapshots by (table URI, table id, version); see snapshot_dataset.
+_DATASETS: LRUCache[tuple[str, str, int], ds.Dataset] = LRUCache(64)
+_DATASETS_LOCK = threading.Lock()
 
 
 def snapshot_dataset(dt: DeltaTable) -> ds.Dataset:
@@ -561,20 +572,20 @@ def snapshot_dataset(dt: DeltaTable) -> ds.Dataset:
     change, and building it costs a pass over every file's statistics (~20 ms per table at 10M episodes, asked for
     ~17 times per round)."""
     key = (dt.table_uri, dt.metadata().id, dt.version())  # the table id: a table recreated at the same path differs
-    got = _DATASETS.get(key)
+    with _DATASETS_LOCK:
+        got = _DATASETS.get(key)
     if got is None:
-        got = _DATASETS[key] = dt.to_pyarrow_dataset()
-        while len(_DATASETS) > _DATASETS_MAX:
-            _DATASETS.popitem(last=False)
-    else:
-        _DATASETS.move_to_end(key)
+        got = dt.to_pyarrow_dataset()
+        with _DATASETS_LOCK:
+            _DATASETS[key] = got
     return got
 
 
 def forget_snapshots() -> None:
     """Drop the cached snapshot datasets: a cached one keeps its files' Parquet footers, so counting its rows would
     not notice a file deleted since (`flywheel check` must see storage as it is)."""
-    _DATASETS.clear()
+    with _DATASETS_LOCK:
+        _DATASETS.clear()
 
 
 def _commit_props(dt: DeltaTable) -> CommitProperties:

@@ -86,37 +86,32 @@ def compact_table(lake: Lake, name: str, target_bytes: int = DEFAULT_TARGET_BYTE
     raise LakeError(f"table {name}: compaction lost {_COMPACT_ATTEMPTS} commit races with concurrent writers; run maintain again")
 
 
-def set_checkpoint_interval(lake: Lake, name: str) -> bool:
-    """Give a table made before flywheel set `delta.checkpointInterval` the lake's interval (one metadata commit);
-    True when it changed it."""
-    from storage.lake import TABLE_CONFIGURATION
-
+def _set_properties(lake: Lake, name: str, props: dict[str, str], what: str) -> bool:
+    """Set table properties the table does not have yet (one metadata commit, retried on a lost race); True when
+    it changed them."""
     conf = lake.delta(name).metadata().configuration
-    if all(conf.get(k) == v for k, v in TABLE_CONFIGURATION.items()):
+    if all(conf.get(k) == v for k, v in props.items()):
         return False
     for _ in range(_COMPACT_ATTEMPTS):
         try:
-            with delta_errors(f"setting the checkpoint interval of {name}"):
-                lake.delta(name).alter.set_table_properties(TABLE_CONFIGURATION)
+            with delta_errors(f"setting the {what} of {name}"):
+                lake.delta(name).alter.set_table_properties(props)
             return True
         except CommitFailedError:
             time.sleep(0.2)
     return False
+
+
+def set_checkpoint_interval(lake: Lake, name: str) -> bool:
+    """Give a table made before flywheel set `delta.checkpointInterval` the lake's interval."""
+    from storage.lake import TABLE_CONFIGURATION
+
+    return _set_properties(lake, name, TABLE_CONFIGURATION, "checkpoint interval")
 
 
 def protect_log(lake: Lake, name: str) -> bool:
     """Keep the table's log long enough for its pinned versions to stay loadable; True when it changed it."""
-    dt = lake.delta(name)
-    if dt.metadata().configuration.get("delta.logRetentionDuration") == PINNED_LOG_RETENTION:
-        return False
-    for _ in range(_COMPACT_ATTEMPTS):
-        try:
-            with delta_errors(f"setting the log retention of {name}"):
-                lake.delta(name).alter.set_table_properties({"delta.logRetentionDuration": PINNED_LOG_RETENTION})
-            return True
-        except CommitFailedError:
-            time.sleep(0.2)
-    return False
+    return _set_properties(lake, name, {"delta.logRetentionDuration": PINNED_LOG_RETENTION}, "log retention")
 
 
 def vacuum_table(lake: Lake, name: str, retain_hours: float, keep: Iterable[int], dry_run: bool = False) -> tuple[int, list[int]]:

@@ -77,9 +77,9 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, name: str,
     an Arrow dataset to ~1 s. The Delta schema is unioned in by name so that columns no file has yet still exist.
     S3 lakes go through the Arrow dataset (DuckDB's S3 reader is an extension this project does not download).
     """
-    dt = lake.delta(table, version)
     from storage.lake import snapshot_dataset
 
+    dt = lake.delta(table, version)
     dataset = snapshot_dataset(dt)
     files = dt.file_uris() if lake.uri.scheme == "file" else []
     if not files:

@@ -54,7 +54,7 @@ def test_append_writes_sidecars_and_rebuilds_a_lost_or_torn_one(any_lake) -> Non
     lost, torn = _sidecars(any_lake)
     any_lake.objects.delete(lost)
     any_lake.objects.put_bytes(torn, b"not an array")
-    keyindex._CACHE.clear()  # a new process: only what is stored
+    keyindex.forget()  # a new process: only what is stored
     assert not check_lake(any_lake, media=False).ok  # the torn sidecar is reported...
     assert any_lake.append("episodes", pa.concat_tables([first, second, episodes(5, start=80)])) == 5  # ...never trusted
     assert any_lake.count("episodes") == 85
@@ -104,7 +104,7 @@ def test_runs_are_merged_into_segments_used_only_while_their_files_are_live(lake
     assert lake.append("episodes", episodes(105)) == 5
     assert check_lake(lake, media=False).ok
     compact_table(lake, "episodes")  # one file now; the segments cover files no longer in the table
-    keyindex._CACHE.clear()
+    keyindex.forget()
     runs = keyindex.runs(lake, "episodes", ix, lake.delta("episodes"))
     assert [len(r) for r in runs] == [105]
     assert lake.append("episodes", episodes(106)) == 1
