@@ -51,7 +51,7 @@ def throughput() -> Figure:
     from training.demo import DemoConfig
     from training.loop import train_lm
     from training.model import Policy
-    from training.pipeline import sandbox_texts
+    from training.base import sandbox_texts
 
     f = DemoConfig().flywheel
     pol = Policy.create(sandbox_texts(200), f.model)
@@ -82,7 +82,7 @@ def ablation() -> list[Figure]:
     from training.evaluate import evaluate
     from training.model import Policy
     from training.demo import DemoConfig
-    from training.pipeline import sandbox_texts
+    from training.base import sandbox_texts
     from training.rewards import verifier_reward
     from training.rl import train_rl
     from training.sft import train_sft
@@ -97,7 +97,7 @@ def ablation() -> list[Figure]:
     with tempfile.TemporaryDirectory() as d:
         pol.save(d)
         a, b = Policy.load(d), Policy.load(d)
-    sft_cfg = replace(f.sft, steps=5 if quick() else f.sft.steps, optim=replace(f.sft.optim, bf16=True))
+    sft_cfg = replace(f.sft, steps=5, epochs=None if quick() else f.sft.epochs, optim=replace(f.sft.optim, bf16=True))
     train_sft(a, items, sft_cfg)
     train_sft(b, items, sft_cfg)
     rl = replace(f.rl, tasks_per_iter=4 if quick() else f.rl.tasks_per_iter)

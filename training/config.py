@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -116,6 +117,16 @@ class SFTConfig:
     #: Episodes per task family and level are capped so easy tasks do not crowd out the rest.
     max_episodes_per_task: int = 8
     seed: int = 0
+    #: Size the training to the pile: `epochs` passes over its examples (at most `max_steps` steps) instead of a
+    #: fixed `steps`. A growing pile then gets the same number of passes every round, where a fixed count over-trains
+    #: the first small pile and under-trains the later ones.
+    epochs: float | None = None
+    max_steps: int = 2000
+
+    def steps_for(self, n_examples: int) -> int:
+        if self.epochs is None:
+            return self.steps
+        return max(1, min(self.max_steps, math.ceil(self.epochs * n_examples / self.batch_size)))
 
 
 @dataclass(frozen=True)

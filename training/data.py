@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from training.config import PromptConfig
-from training.prompt import Encoded, Turn, encode_example, render_answer, render_prompt
+from training.prompt import Encoded, Turn, encode_examples, render_answer, render_prompt
 
 #: Columns a training job needs from a pile, and the step fields of `steps` it reads (episode_examples).
 PILE_COLUMNS = ["episode_id", "task_id", "task_family", "difficulty", "instruction", "steps"]
@@ -70,7 +70,7 @@ def pile_examples(rows: pa.Table, cfg: PromptConfig = PromptConfig(), max_per_ta
 
 
 def encode_all(tokenizer, examples: Sequence[tuple[str, str]], cfg: PromptConfig = PromptConfig()) -> list[Encoded]:  # noqa: ANN001
-    return [encode_example(tokenizer, p, a, cfg) for p, a in examples]
+    return encode_examples(tokenizer, examples, cfg)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ class EnvBackend(Protocol):
     app: str  # written into exports and rollout files
     platform: str
 
-    def training_tasks(self, n: int, seed: int) -> list[TaskInfo]: ...  # never a held-out one
+    def training_tasks(self, n: int, seed: int, levels: Sequence[int] | None = None) -> list[TaskInfo]: ...  # never held-out
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]: ...  # per (family, level)
     def render_steps(self, info: TaskInfo, actions: list[str]) -> list[bytes]: ...  # one PNG per action
     def demo_tasks(self, n: int, seed: int) -> list[Any]: ...  # the backend's own tasks, for its demonstrators
@@ -98,8 +98,8 @@ class SandboxBackend:
 
     name, app, platform = "sandbox", "flywheel-sandbox", "sandbox"
 
-    def training_tasks(self, n: int, seed: int) -> list[TaskInfo]:
-        return training_tasks(n, seed)
+    def training_tasks(self, n: int, seed: int, levels: Sequence[int] | None = None) -> list[TaskInfo]:
+        return training_tasks(n, seed, levels=levels)
 
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
         return heldout_tasks(per_cell)

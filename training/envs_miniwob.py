@@ -165,8 +165,9 @@ class MiniwobBackend:
             for s, t in zip(specs, describe(pool, specs))
         ]
 
-    def training_tasks(self, n: int, seed: int) -> list[TaskInfo]:
-        """n training seeds cycling over the tasks (never a held-out one); one page reset each reads the instruction."""
+    def training_tasks(self, n: int, seed: int, levels: Sequence[int] | None = None) -> list[TaskInfo]:
+        """n training seeds cycling over the tasks (never a held-out one); one page reset each reads the instruction.
+        MiniWoB++ tasks have one level, so `levels` picks nothing."""
         from sandbox.miniwob import training_specs
 
         return self._infos(training_specs(n, seed, self.names))
@@ -243,6 +244,9 @@ class MiniwobBackend:
         return {k: asdict(Rate.of(v)) for k, v in sorted(by.items())}
 
 
+MINIWOB_ANNOTATE = 64
+
+
 def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = 10, quick: bool = False) -> Any:
     """The demo's config (training.demo.DemoConfig) on MiniWoB++: the same sizes, `eval_per_task` held-out seeds
     per task (the sandbox's eval_per_cell counts per family and level; a MiniWoB task has one level). `quick`: the
@@ -251,7 +255,9 @@ def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: in
     from dataclasses import replace
 
     names = tuple(check_names(list(tasks))) if tasks else None
-    cfg = replace(base, env="miniwob", env_tasks=names, eval_per_cell=eval_per_task)
+    # Interactive annotation plays every step in a browser (2.5-3.5 episodes/s per browser, docs/miniwob.md): the
+    # sandbox demo's 480 tasks a round would dominate the round, so MiniWoB++ keeps the earlier 64.
+    cfg = replace(base, env="miniwob", env_tasks=names, eval_per_cell=eval_per_task, annotate_tasks=min(base.annotate_tasks, MINIWOB_ANNOTATE))
     if quick:
         f = cfg.flywheel
         cfg = replace(cfg, flywheel=replace(f, cold_sft=replace(f.cold_sft, steps=QUICK_COLD_SFT_STEPS)))

@@ -33,8 +33,10 @@ def train_lm(
     cfg: OptimConfig,
     on_step: Callable[[int, float], None] | None = None,
     log_every: int = 0,
+    device: str = "cpu",
 ) -> tuple[list[float], int]:
-    """Minimise the masked next-token loss over `batches`; returns (loss per step, tokens seen)."""
+    """Minimise the masked next-token loss over `batches` (moved to `device`, where the model is); returns (loss per
+    step, tokens seen)."""
     model.train()
     opt = make_optimizer(model.parameters(), cfg)
     losses: list[float] = []
@@ -42,7 +44,9 @@ def train_lm(
     for step, batch in enumerate(batches):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, cfg)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+        if device != "cpu":
+            batch = Batch(*(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask)))
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss = masked_nll(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()

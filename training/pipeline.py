@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from storage.piles import read_pile
 from training.backend import CommandBackend
+from training.base import sandbox_texts
 from training.config import CTConfig, EvalConfig, ModelConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig, WarmupConfig, to_dict
 from training.ct import ct_due, ct_job
 from training.data import PILE_STEP_FIELDS
@@ -68,17 +69,6 @@ def pile_texts(lake, limit: int = 5000) -> list[str]:  # noqa: ANN001
             out.append(r["instruction"])
             for s in r["steps"] or []:
                 out += [x for x in (s.get("observation"), s.get("thought"), s.get("action")) if x]
-    return out
-
-
-def sandbox_texts(n: int = 350, seed: int = 12345) -> list[str]:
-    """The sandbox's vocabulary: instructions and first screens of generated training tasks (never held-out)."""
-    from sandbox.env import Env
-    from sandbox.tasks import training_tasks
-
-    out = []
-    for t in training_tasks(n, seed):
-        out += [t.instruction, Env(t).reset().text]
     return out
 
 

@@ -44,19 +44,23 @@ def render_prompt(instruction: str, history: Sequence[Turn], observation: str | 
     return "\n".join(lines) + "\n"
 
 
+def _parsed(action: str):  # noqa: ANN202 - schemas.actions.Action | None
+    from schemas.actions import ActionError, parse_action
+
+    try:
+        return parse_action(action.strip())
+    except ActionError:
+        return None
+
+
 _LINE = re.compile(r"^(?P<head>\w+ \"[^\"]*\").*\((?P<x>\d+),(?P<y>\d+)\)\s*$")
 
 
 def target_thought(action: str, observation: str | None, full_line: bool = False) -> str | None:
     """`<role> "<name>"` of the listed element whose centre the action points at (with `full_line`, its whole line
     as the screen lists it, state and centre included); None when there is none."""
-    from schemas.actions import ActionError, parse_action
-
-    try:
-        a = parse_action(action.strip())
-    except ActionError:
-        return None
-    if a.x is None or not observation:
+    a = _parsed(action)
+    if a is None or a.x is None or not observation:
         return None
     for line in observation.splitlines():
         m = _LINE.match(line.strip())
@@ -71,13 +75,8 @@ _FOCUSED = re.compile(r'^\w+ "(?P<name>[^"]*)".* focused\b')
 def typed_span(action: str, observation: str | None, instruction: str | None) -> str | None:
     """`<field> '<text>'` as the instruction spells it, for a type action into the focused field named <field>
     (the sandbox's forms say `Email 'a@b.c'`); None when the instruction has no such span."""
-    from schemas.actions import ActionError, parse_action
-
-    try:
-        a = parse_action(action.strip())
-    except ActionError:
-        return None
-    if a.kind != "type" or not a.text or not observation or not instruction:
+    a = _parsed(action)
+    if a is None or a.kind != "type" or not a.text or not observation or not instruction:
         return None
     for line in observation.splitlines():
         m = _FOCUSED.match(line.strip())
@@ -86,13 +85,22 @@ def typed_span(action: str, observation: str | None, instruction: str | None) ->
     return None
 
 
+def answer_line(action: str, observation: str | None) -> str | None:
+    """The screen line an answer is read from, for `finished(content=...)` whose content the screen shows as a
+    quoted value (`text "Customer" value="Alice Kowalski" (102,72)`); None otherwise."""
+    a = _parsed(action)
+    if a is None or a.kind != "finished" or not a.text or not observation:
+        return None
+    return next((ln.strip() for ln in observation.splitlines() if f'"{a.text}"' in ln), None)
+
+
 def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(), observation: str | None = None,
                   instruction: str | None = None) -> str:  # fmt: skip
     if cfg.thought_style in ("target", "line"):
         target = target_thought(action, observation, full_line=cfg.thought_style == "line")
         if cfg.thought_style == "line":
-            target = target or typed_span(action, observation, instruction)
-            if target:  # never clipped: a screen line ends with the centre, a typed span with the text
+            target = target or typed_span(action, observation, instruction) or answer_line(action, observation)
+            if target:  # never clipped: a screen line ends with the centre or value, a typed span with the text
                 return f"Thought: {target}\nAction: {action.strip()}"
         thought = target or thought
     return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
@@ -135,6 +143,20 @@ def encode_prompt(tokenizer, prompt: str, cfg: PromptConfig = PromptConfig()) ->
 
 
 def encode_example(tokenizer, prompt: str, answer: str, cfg: PromptConfig = PromptConfig()) -> Encoded:  # noqa: ANN001
-    p = encode_prompt(tokenizer, prompt, cfg)
-    a = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
-    return Encoded(p + a, [0] * len(p) + [1] * len(a))
+    return encode_examples(tokenizer, [(prompt, answer)], cfg)[0]
+
+
+def encode_examples(tokenizer, examples: Sequence[tuple[str, str]], cfg: PromptConfig = PromptConfig()) -> list[Encoded]:  # noqa: ANN001
+    """`encode_example` over many examples, tokenized in one batch call (the fast tokenizer runs it in parallel);
+    only prompts over the budget are re-encoded one by one for their truncation."""
+    if not examples:
+        return []
+    prompts = tokenizer([p for p, _ in examples], add_special_tokens=False)["input_ids"]
+    answers = tokenizer([a for _, a in examples], add_special_tokens=False)["input_ids"]
+    out = []
+    for (prompt, _), p, a in zip(examples, prompts, answers):
+        if len(p) > cfg.max_prompt_tokens:
+            p = encode_prompt(tokenizer, prompt, cfg)
+        a = a + [tokenizer.eos_token_id]
+        out.append(Encoded(p + a, [0] * len(p) + [1] * len(a)))
+    return out

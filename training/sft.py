@@ -12,9 +12,10 @@ from training.runs import JobResult
 
 
 def train_sft(policy: Policy, items: list[Encoded], cfg: SFTConfig = SFTConfig(), on_step: ProgressFn | None = None) -> tuple[list[float], int]:
-    """Plain function: `cfg.steps` masked-loss steps over `items`; returns (losses, tokens)."""
-    it = batches(items, cfg.batch_size, cfg.steps, policy.tokenizer.pad_token_id, seed=cfg.seed)
-    return train_lm(policy.model, it, cfg.steps, cfg.optim, on_step)
+    """Plain function: `cfg.steps_for(len(items))` masked-loss steps over `items`; returns (losses, tokens)."""
+    steps = cfg.steps_for(len(items))
+    it = batches(items, cfg.batch_size, steps, policy.tokenizer.pad_token_id, seed=cfg.seed)
+    return train_lm(policy.model, it, steps, cfg.optim, on_step)
 
 
 def sft_job(

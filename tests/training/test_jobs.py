@@ -124,3 +124,12 @@ def test_grpo_advantages_are_group_normalised(warm_policy) -> None:  # noqa: ANN
     seqs, _ = build_sequences(pol, trajs, rewards, cfg)
     assert all(torch.all(s.adv == s.adv[0]) for s in seqs)  # one advantage per trajectory, on all its tokens
     assert len(seqs) == sum(len(t.steps) for t in trajs)
+
+
+def test_sft_sized_in_epochs_takes_passes_over_the_pile_not_a_fixed_count(lake, tiny_policy) -> None:  # noqa: ANN001
+    cfg = SFTConfig(steps=999, batch_size=4, epochs=2.0, max_steps=50)
+    assert cfg.steps_for(10) == 5 and cfg.steps_for(11) == 6 and cfg.steps_for(1000) == 50 and cfg.steps_for(0) == 1
+    assert SFTConfig(steps=7).steps_for(1000) == 7  # no epochs: the fixed count
+    _pile(lake, "sft", 6)
+    res, _ = sft_job(lake, 1, tiny_policy, cfg)
+    assert res.steps == cfg.steps_for(res.samples) == len(res.losses)

@@ -110,3 +110,16 @@ def test_line_style_quotes_the_instruction_span_a_typed_text_comes_from() -> Non
     line = PromptConfig(thought_style="line")
     assert render_answer("I type it.", typed, line, obs, ins) == f"Thought: Email 'omar.moreau@example.com'\nAction: {typed}"
     assert render_answer("I type it.", typed, PromptConfig(), obs, ins).startswith("Thought: I type it.")  # expert style
+
+
+def test_line_style_quotes_the_screen_line_an_answer_is_read_from() -> None:
+    from training.prompt import answer_line
+
+    obs = 'window "Billing" 640x400\ntext "Customer" value="Alice Kowalski" (102,72)\ntext "Total" value="$17.20" (368,72)'
+    done = "finished(content='$17.20')"
+    assert answer_line(done, obs) == 'text "Total" value="$17.20" (368,72)'
+    assert answer_line("finished(content='Alice')", obs) is None  # only a whole quoted value counts
+    assert answer_line("click(point='<point>368 72</point>')", obs) is None
+    line = PromptConfig(thought_style="line", max_thought_words=2)
+    assert render_answer("The total reads $17.20.", done, line, obs) == f'Thought: text "Total" value="$17.20" (368,72)\nAction: {done}'
+    assert render_answer("The total reads $17.20.", done, PromptConfig(max_thought_words=3), obs) == f"Thought: The total reads\nAction: {done}"
