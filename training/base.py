@@ -16,10 +16,9 @@ one (minutes on a GPU, hours on 2 CPU cores); the demo starts from the one shipp
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import random
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,20 +27,21 @@ from pathlib import Path
 import torch
 
 from training.config import ModelConfig, OptimConfig, PromptConfig, WarmupConfig, to_dict
-from training.data import Batch, batches, collate, encode_all
-from training.prompt import Turn, render_answer, render_prompt
+from training.data import Batch, collate, encode_all
+from training.prompt import SCREEN_LINE, Turn, render_answer, render_prompt
 
 #: The base model the demo starts from (built by `python -m training.base`, see its flywheel_policy.json).
 BASE_MODEL = Path(__file__).resolve().parent.parent / "models" / "sandbox-base"
 
-_LINE = re.compile(r'^(?P<role>\w+) "(?P<name>[^"]*)".*\((?P<x>\d+),(?P<y>\d+)\)\s*$')
+#: The base's architecture and prompt: the demo fine-tunes the base, so it must use exactly these (training/demo.py).
+BASE_ARCH = ModelConfig(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=3, max_number=640)
+BASE_PROMPT = PromptConfig(history_full=0, history_max=2, max_thought_words=8, thought_style="line")
 
 
 @dataclass(frozen=True)
 class BaseConfig:
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(vocab_size=2048, hidden_size=128, intermediate_size=256,
-                                                                   num_hidden_layers=3, max_number=640))  # fmt: skip
-    prompt: PromptConfig = field(default_factory=lambda: PromptConfig(history_full=0, history_max=2, max_thought_words=8, thought_style="line"))
+    model: ModelConfig = BASE_ARCH
+    prompt: PromptConfig = BASE_PROMPT
     tasks: int = 20_000  # training tasks whose expert and novice screens are the grounding pool
     examples: int = 200_000  # grounding examples drawn from that pool
     test_tasks: int = 200  # other training tasks whose screens measure grounding (never trained on)
@@ -52,7 +52,7 @@ class BaseConfig:
     batch_size: int = 64
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=3e-3, warmup_steps=100, bf16=True))
     warmup: WarmupConfig = field(default_factory=WarmupConfig)  # span and gap sizes of the copy sequences
-    minutes: float | None = None  # train for this long instead of `steps` (steps then set from the first 30)
+    minutes: float | None = None  # train for about this long instead of `steps` (sized from timed steps 10-40)
     seed: int = 0
 
 
@@ -92,7 +92,7 @@ def grounding_examples(pool: Sequence[tuple[str, list[Turn]]], n: int, cfg: Prom
     out: list[tuple[str, str]] = []
     while len(out) < n:
         obs, hist = pool[rng.randrange(len(pool))]
-        lines = [m for m in (_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"]
+        lines = [m for m in (SCREEN_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"]
         if not lines:
             continue
         m = rng.choice(lines)

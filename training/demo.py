@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from training.checkpoints import fetch, newest
-from training.config import CTConfig, EvalConfig, ModelConfig, OptimConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig
-from training.base import BASE_MODEL
+from training.config import CTConfig, EvalConfig, OptimConfig, RLConfig, SamplingConfig, SFTConfig
+from training.base import BASE_ARCH, BASE_MODEL, BASE_PROMPT
 from training.pipeline import FlywheelConfig, create_policy, run_training, train_steps
 
 Say = Callable[[str, dict[str, Any]], None]
@@ -52,13 +52,12 @@ class DemoConfig:
             # The shipped base (training/base.py, models/sandbox-base): this architecture, pretrained on grounding and
             # copying only. From scratch the cold start reached 8.6% held-out and the rounds did not move it; the
             # model wrote the right element and then coordinates it memorised (docs/training.md).
-            model=ModelConfig(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=3, max_number=640,
-                              pretrained=str(BASE_MODEL)),
+            model=replace(BASE_ARCH, pretrained=str(BASE_MODEL)),
             # The current screen plus the last two actions: the sandbox's screens show the state (focus, values,
             # ticks, open menus), so older screens only cost tokens. The thought is the target's screen line (the
             # format the base was pretrained to write), the instruction's `Field 'value'` span for typing, or the
             # screen line an answer is read from.
-            prompt=PromptConfig(history_full=0, history_max=2, max_thought_words=8, thought_style="line"),
+            prompt=BASE_PROMPT,
             cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16=True)),
             sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16=True)),
             ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16=True)),
@@ -223,7 +222,8 @@ def focus_split(lake, round: int, n: int, floor: float = 0.25) -> dict[int, int]
         return None
     even = 1 / len(by_level)
     fail = {int(k): 1 - v["rate"] for k, v in by_level.items()}
-    w = {lv: max(f / (sum(fail.values()) or 1.0) if any(fail.values()) else even, floor * even) for lv, f in fail.items()}
+    total_fail = sum(fail.values())
+    w = {lv: max(f / total_fail if total_fail else even, floor * even) for lv, f in fail.items()}
     total = sum(w.values())
     split = {lv: int(n * x / total) for lv, x in sorted(w.items())}
     for lv in sorted(w, key=w.get, reverse=True)[: n - sum(split.values())]:  # the remainder to the weakest levels

@@ -53,7 +53,8 @@ def _parsed(action: str):  # noqa: ANN202 - schemas.actions.Action | None
         return None
 
 
-_LINE = re.compile(r"^(?P<head>\w+ \"[^\"]*\").*\((?P<x>\d+),(?P<y>\d+)\)\s*$")
+#: One element of a text screen: `<role> "<name>" ... (<x>,<y>)` (head = role and name; x, y = its centre).
+SCREEN_LINE = re.compile(r'^(?P<head>(?P<role>\w+) "(?P<name>[^"]*)").*\((?P<x>\d+),(?P<y>\d+)\)\s*$')
 
 
 def target_thought(action: str, observation: str | None, full_line: bool = False) -> str | None:
@@ -63,7 +64,7 @@ def target_thought(action: str, observation: str | None, full_line: bool = False
     if a is None or a.x is None or not observation:
         return None
     for line in observation.splitlines():
-        m = _LINE.match(line.strip())
+        m = SCREEN_LINE.match(line.strip())
         if m and (int(m["x"]), int(m["y"])) == (a.x, a.y):
             return line.strip() if full_line else m["head"]
     return None
