@@ -43,8 +43,9 @@ class DemoConfig:
     #: Tasks annotated interactively every round r >= 1: the newest checkpoint proposes, the scripted annotator
     #: accepts or overrides (training/annotate.py). 0 turns it off (rounds then add only the model's own samples).
     annotate_tasks: int = 480
-    #: Annotation effort follows the model's failures: the round's tasks are split over levels in proportion to
-    #: the previous round's held-out failure rate at each level (at least `focus_floor` of the even share each).
+    #: Annotation effort follows the model's failures: the round's tasks are split over the backend's groups (the
+    #: sandbox's levels, MiniWoB++'s tasks) in proportion to the previous round's held-out failure rate in each (at
+    #: least `focus_floor` of the even share each).
     annotate_focus: bool = True
     focus_floor: float = 0.25
     flywheel: FlywheelConfig = field(
@@ -213,22 +214,23 @@ def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig()
             "wall_s": res.wall_s}  # fmt: skip
 
 
-def focus_split(lake, round: int, n: int, floor: float = 0.25) -> dict[int, int] | None:  # noqa: ANN001
-    """{level: tasks} for `n` tasks, in proportion to round `round`'s held-out failure rate per level (each level at
-    least `floor` times the even share); None when that round has no per-level rates or only one level."""
+def focus_split(lake, round: int, n: int, floor: float = 0.25, by: str = "level") -> dict[Any, int] | None:  # noqa: ANN001
+    """{group: tasks} for `n` tasks, in proportion to round `round`'s held-out failure rate per group (`by`: level,
+    the sandbox's; family, MiniWoB++'s tasks), each at least `floor` times the even share; None when that round has
+    no such rates or only one group."""
     rows = [r for r in lake.read("rounds").to_pylist() if r["round"] == round]
-    by_level = (json.loads(rows[0]["breakdown"] or "{}").get("eval", {}).get("by_level") or {}) if rows else {}
-    if len(by_level) < 2:
+    rates = (json.loads(rows[0]["breakdown"] or "{}").get("eval", {}).get(f"by_{by}") or {}) if rows else {}
+    if len(rates) < 2:
         return None
-    even = 1 / len(by_level)
-    fail = {int(k): 1 - v["rate"] for k, v in by_level.items()}
+    even = 1 / len(rates)
+    fail = {(int(k) if by == "level" else k): 1 - v["rate"] for k, v in rates.items()}
     total_fail = sum(fail.values())
-    w = {lv: max(f / total_fail if total_fail else even, floor * even) for lv, f in fail.items()}
+    w = {g: max(f / total_fail if total_fail else even, floor * even) for g, f in fail.items()}
     total = sum(w.values())
-    split = {lv: int(n * x / total) for lv, x in sorted(w.items())}
-    for lv in sorted(w, key=w.get, reverse=True)[: n - sum(split.values())]:  # the remainder to the weakest levels
-        split[lv] += 1
-    return {lv: k for lv, k in split.items() if k}
+    split = {g: int(n * x / total) for g, x in sorted(w.items())}
+    for g in sorted(w, key=w.get, reverse=True)[: n - sum(split.values())]:  # the remainder to the weakest groups
+        split[g] += 1
+    return {g: k for g, k in split.items() if k}
 
 
 def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
@@ -240,11 +242,11 @@ def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on
     policy = acting_policy(lake, cfg)
     env, f = cfg.backend, cfg.flywheel
     seed = cfg.seed * 1000 + 17 * round + 9
-    split = focus_split(lake, round - 1, cfg.annotate_tasks, cfg.focus_floor) if cfg.annotate_focus else None
-    tasks = [t for lv, n in split.items() for t in env.training_tasks(n, seed + lv, levels=(lv,))] if split else env.training_tasks(cfg.annotate_tasks, seed)
+    split = focus_split(lake, round - 1, cfg.annotate_tasks, cfg.focus_floor, env.focus_by) if cfg.annotate_focus else None
+    tasks = env.training_tasks(cfg.annotate_tasks, seed, split=split)
     res = annotate_round(lake, round, policy, tasks, landing / "annotations", env.reviewer, env.render_steps, f.prompt,
                          f.max_new_tokens, on_step=on_step)  # fmt: skip
-    info = {"episodes": res.episodes, "by_level": split, "steps": res.steps, "accepted": res.accepted, "accept_rate": round_(res.accept_rate),
+    info = {"episodes": res.episodes, f"by_{env.focus_by}": split, "steps": res.steps, "accepted": res.accepted, "accept_rate": round_(res.accept_rate),
             "env_passed": res.passed, "episodes_added": res.episodes_added, "policy_version": res.policy_version,
             "wall_s": round_(res.wall_s)}  # fmt: skip
     update_round(lake, round, breakdown={"annotation": info})

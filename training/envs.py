@@ -81,8 +81,10 @@ class EnvBackend(Protocol):
     name: str
     app: str  # written into exports and rollout files
     platform: str
+    focus_by: str  # the held-out breakdown (by_level | by_family) annotation effort is split over (training/demo.py)
 
-    def training_tasks(self, n: int, seed: int, levels: Sequence[int] | None = None) -> list[TaskInfo]: ...  # never held-out
+    #: n tasks, never held-out; `split` {group: tasks} (groups of `focus_by`) draws that many from each instead.
+    def training_tasks(self, n: int, seed: int, split: dict[Any, int] | None = None) -> list[TaskInfo]: ...
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]: ...  # per (family, level)
     def render_steps(self, info: TaskInfo, actions: list[str]) -> list[bytes]: ...  # one PNG per action
     def demo_tasks(self, n: int, seed: int) -> list[Any]: ...  # the backend's own tasks, for its demonstrators
@@ -96,10 +98,12 @@ class EnvBackend(Protocol):
 class SandboxBackend:
     """The built-in sandbox (the module functions above and sandbox.demonstrators)."""
 
-    name, app, platform = "sandbox", "flywheel-sandbox", "sandbox"
+    name, app, platform, focus_by = "sandbox", "flywheel-sandbox", "sandbox", "level"
 
-    def training_tasks(self, n: int, seed: int, levels: Sequence[int] | None = None) -> list[TaskInfo]:
-        return training_tasks(n, seed, levels=levels)
+    def training_tasks(self, n: int, seed: int, split: dict[Any, int] | None = None) -> list[TaskInfo]:
+        if split:
+            return [t for lv, k in split.items() for t in training_tasks(k, seed + lv, levels=(lv,))]
+        return training_tasks(n, seed)
 
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
         return heldout_tasks(per_cell)

@@ -106,7 +106,7 @@ class PoolEnv:
 class MiniwobBackend:
     """MiniWoB++ tasks (`tasks`: names with a scripted demonstrator; default all) over one BrowserPool."""
 
-    name, app, platform = "miniwob", APP, PLATFORM
+    name, app, platform, focus_by = "miniwob", APP, PLATFORM, "family"
 
     def __init__(self, tasks: Sequence[str] | None = None, pool_size: int | None = None, time_limit_s: float = TIME_LIMIT_S) -> None:
         self.names = check_names(list(tasks or TASKS))
@@ -165,11 +165,13 @@ class MiniwobBackend:
             for s, t in zip(specs, describe(pool, specs))
         ]
 
-    def training_tasks(self, n: int, seed: int, levels: Sequence[int] | None = None) -> list[TaskInfo]:
-        """n training seeds cycling over the tasks (never a held-out one); one page reset each reads the instruction.
-        MiniWoB++ tasks have one level, so `levels` picks nothing."""
+    def training_tasks(self, n: int, seed: int, split: dict[Any, int] | None = None) -> list[TaskInfo]:
+        """n training seeds cycling over the tasks (never a held-out one), or `split` {task name: seeds}; one page
+        reset each reads the instruction. A MiniWoB++ task is one level, so effort is split over tasks."""
         from sandbox.miniwob import training_specs
 
+        if split:
+            return self._infos([s for i, (name, k) in enumerate(sorted(split.items())) for s in training_specs(k, seed + i, [name])])
         return self._infos(training_specs(n, seed, self.names))
 
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
@@ -244,21 +246,26 @@ class MiniwobBackend:
         return {k: asdict(Rate.of(v)) for k, v in sorted(by.items())}
 
 
-MINIWOB_ANNOTATE = 64
+MINIWOB_ANNOTATE = 192
+MINIWOB_MAX_NEW_TOKENS = 56
 
 
-def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = 10, quick: bool = False) -> Any:
+def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = None, quick: bool = False) -> Any:
     """The demo's config (training.demo.DemoConfig) on MiniWoB++: the same sizes, `eval_per_task` held-out seeds
-    per task (the sandbox's eval_per_cell counts per family and level; a MiniWoB task has one level). `quick`: the
+    per task (None: all 30; the sandbox's eval_per_cell counts per family and level, a MiniWoB task has one level). `quick`: the
     cold-start SFT runs long enough for the tiny model to write readable actions, so that the smoke test's
     sampling, RL and evaluation really act in the browser instead of ending at the first unreadable answer."""
     from dataclasses import replace
 
     names = tuple(check_names(list(tasks))) if tasks else None
-    # Interactive annotation plays every step in a browser (2.5-3.5 episodes/s per browser, docs/miniwob.md): the
-    # sandbox demo's 480 tasks a round would dominate the round, so MiniWoB++ keeps the earlier 64.
+    # Interactive annotation plays every step in a browser (about 1.8 tasks/s on 2 browsers, docs/miniwob.md): the
+    # sandbox demo's 480 tasks a round would dominate the round. 64 a round moved held-out too little to measure.
     cfg = replace(base, env="miniwob", env_tasks=names, eval_per_cell=eval_per_task, annotate_tasks=min(base.annotate_tasks, MINIWOB_ANNOTATE))
+    f = cfg.flywheel
+    # The base's tokenizer (sandbox text) splits MiniWoB++'s random names and country lists finely: the experts'
+    # longest answers are 40 tokens, the sandbox demo's whole budget, and one more token cut them unreadable.
+    n = MINIWOB_MAX_NEW_TOKENS
+    f = replace(f, max_new_tokens=n, sampling=replace(f.sampling, max_new_tokens=n), eval=replace(f.eval, max_new_tokens=n))
     if quick:
-        f = cfg.flywheel
-        cfg = replace(cfg, flywheel=replace(f, cold_sft=replace(f.cold_sft, steps=QUICK_COLD_SFT_STEPS)))
-    return cfg
+        f = replace(f, cold_sft=replace(f.cold_sft, steps=QUICK_COLD_SFT_STEPS))
+    return replace(cfg, flywheel=f)

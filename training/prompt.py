@@ -74,15 +74,20 @@ _FOCUSED = re.compile(r'^\w+ "(?P<name>[^"]*)".* focused\b')
 
 
 def typed_span(action: str, observation: str | None, instruction: str | None) -> str | None:
-    """`<field> '<text>'` as the instruction spells it, for a type action into the focused field named <field>
-    (the sandbox's forms say `Email 'a@b.c'`); None when the instruction has no such span."""
+    """`<field> '<text>'` for a type action into the focused field named <field> whose text the instruction asks
+    for: the sandbox's forms spell the span itself (`Email 'a@b.c'`, and a value quoted for another field is not
+    this one's); MiniWoB++ quotes the text in double quotes or not at all (`Enter "Kasey" into the text field`).
+    One shape for every typed step, so the model learns one copy. None when the instruction has no such text."""
     a = _parsed(action)
     if a is None or a.kind != "type" or not a.text or not observation or not instruction:
         return None
     for line in observation.splitlines():
         m = _FOCUSED.match(line.strip())
-        if m and f"{m['name']} '{a.text}'" in instruction:
-            return f"{m['name']} '{a.text}'"
+        if not m:
+            continue
+        span = f"{m['name']} '{a.text}'"
+        if span in instruction or (a.text in instruction and f"'{a.text}'" not in instruction):
+            return span
     return None
 
 

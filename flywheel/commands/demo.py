@@ -94,7 +94,7 @@ def demo(
     if env == "miniwob":
         from training.envs_miniwob import demo_config
 
-        cfg = demo_config(cfg, names, eval_per_task=2 if quick else 10, quick=quick)
+        cfg = demo_config(cfg, names, eval_per_task=2 if quick else None, quick=quick)
     elif names:
         raise ValueError("--tasks is for --env miniwob (the sandbox demo uses every family)")
     if annotate is not None:

@@ -35,7 +35,7 @@ from sandbox.miniwob.browser import BrowserDied
 from sandbox.miniwob.env import MiniwobEnv
 from sandbox.miniwob.netguard import NetGuard, outside_connections
 from sandbox.miniwob.tasks import TaskSpec, heldout_utterance, to_task
-from sandbox.rollout import Attempt, AttemptStep, _action_s
+from sandbox.rollout import Attempt, AttemptStep, step_times
 
 Job = tuple[TaskSpec, int]
 
@@ -58,18 +58,14 @@ BatchPolicy = Callable[[list[PolicyStep]], Sequence[tuple[Any, ...]]]
 
 
 class _Timeline:
-    """The sandbox's simulated think/act timeline (sandbox.rollout.run_attempt does the same)."""
+    """The sandbox's simulated think/act timeline (sandbox.rollout.step_times) across one attempt's steps."""
 
     def __init__(self, task_id: str, policy: str, attempt: int, pace: float) -> None:
         self.rng = random.Random(f"timing/{task_id}/{policy}/{attempt}")
         self.pace, self.t = pace, 0.5
 
     def next(self, thought: str, action: str) -> tuple[float, float, float]:
-        t0 = self.t
-        speak = self.pace * (len(thought.split()) / 2.5) if thought else 0.0
-        t_action = t0 + speak + self.pace * self.rng.uniform(0.3, 0.9)
-        t_end = t_action + self.pace * _action_s(action)
-        self.t = t_end + self.pace * self.rng.uniform(0.2, 0.6)
+        t0, t_action, t_end, self.t = step_times(self.rng, self.t, thought, action, self.pace)
         return round(t0, 3), round(t_action, 3), round(t_end, 3)
 
 

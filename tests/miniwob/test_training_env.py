@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+from collections import Counter
 from collections.abc import Iterator
 
 import psutil
@@ -125,5 +126,7 @@ def test_flywheel_demo_on_miniwob_runs_every_stage(tmp_path, prefect_harness) ->
     assert len(sampled) == 14 and all(s["screenshot_uri"] and s["token_logprobs"] for e in sampled for s in e["steps"])
     annotated = [e for e in eps if e["round"] == 1 and e["source"] == "interactive"]  # the model proposed, the expert decided
     assert len(annotated) == 4 and all(s["decision"] in ("accepted", "overridden") and s["proposals"] for e in annotated for s in e["steps"])
+    split = json.loads(rows[1]["breakdown"])["annotation"]["by_family"]  # effort split by round 0's per-task failures
+    assert sum(split.values()) == 4 and Counter(e["task_family"] for e in annotated) == split
     assert any(e["outcome"] != "unreadable_action" for e in sampled)  # the learned policy acted in the browser
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before and _live_chromium(p)]  # all closed

@@ -15,8 +15,8 @@ from training.demo import focus_split
 class Rounds:
     """The one table focus_split reads, as a lake would return it."""
 
-    def __init__(self, by_level: dict[int, float] | None, round: int = 0) -> None:
-        bd = {"eval": {"by_level": {str(k): {"rate": v, "n": 28} for k, v in by_level.items()}}} if by_level is not None else {}
+    def __init__(self, rates: dict | None, round: int = 0, by: str = "level") -> None:
+        bd = {"eval": {f"by_{by}": {str(k): {"rate": v, "n": 28} for k, v in rates.items()}}} if rates is not None else {}
         self.table = pa.table({"round": [round], "breakdown": [json.dumps(bd)]})
 
     def read(self, name: str) -> pa.Table:
@@ -29,6 +29,14 @@ def test_weak_levels_get_more_tasks_and_every_level_keeps_a_floor() -> None:
     assert sum(split.values()) == 480
     assert split[1] < split[2] < split[3] < split[4] == split[5]
     assert split[1] >= int(0.25 * 480 / 5)  # the floor: a quarter of the even share
+
+
+def test_miniwob_splits_over_its_tasks() -> None:
+    """A MiniWoB++ task is one level: effort follows the per-task (family) failure rates instead."""
+    rates = {"click-button": 0.9, "enter-text": 0.6, "use-autocomplete": 0.0}
+    split = focus_split(Rounds(rates, by="family"), 0, 192, by="family")
+    assert sum(split.values()) == 192 and split["click-button"] < split["enter-text"] < split["use-autocomplete"]
+    assert focus_split(Rounds(rates, by="family"), 0, 192) is None  # no per-level rates in that breakdown
 
 
 def test_no_split_without_per_level_rates_or_with_one_level() -> None:

@@ -112,6 +112,20 @@ def test_line_style_quotes_the_instruction_span_a_typed_text_comes_from() -> Non
     assert render_answer("I type it.", typed, PromptConfig(), obs, ins).startswith("Thought: I type it.")  # expert style
 
 
+def test_line_style_names_the_focused_field_for_miniwob_texts() -> None:
+    """MiniWoB++ quotes a text in double quotes or not at all; the thought takes the sandbox's one shape."""
+    from training.prompt import typed_span
+
+    obs = 'window "login-user" 160x210\ntextbox "username" value="olin" (71,88)\ntextbox "password" focused (61,140)'
+    ins = 'Enter the username "olin" and the password "2Uw" into the text fields and press login.'
+    assert typed_span("type(content='2Uw')", obs, ins) == "password '2Uw'"
+    assert typed_span("type(content='zz9')", obs, ins) is None  # a text the instruction does not ask for
+    drop = 'window "choose-list" 160x210\ndropdown "options" value="Marjory" focused (77,66)'
+    assert typed_span("type(content='American Samoa')", drop, "Select American Samoa from the list and click Submit.") == (
+        "options 'American Samoa'"
+    )
+
+
 def test_line_style_quotes_the_screen_line_an_answer_is_read_from() -> None:
     from training.prompt import answer_line
 
