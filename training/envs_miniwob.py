@@ -252,9 +252,9 @@ MINIWOB_MAX_NEW_TOKENS = 56
 
 def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = None, quick: bool = False) -> Any:
     """The demo's config (training.demo.DemoConfig) on MiniWoB++: the same sizes, `eval_per_task` held-out seeds
-    per task (None: all 30; the sandbox's eval_per_cell counts per family and level, a MiniWoB task has one level). `quick`: the
-    cold-start SFT runs long enough for the tiny model to write readable actions, so that the smoke test's
-    sampling, RL and evaluation really act in the browser instead of ending at the first unreadable answer."""
+    per task (None: all 30; the sandbox's eval_per_cell counts per family and level, a MiniWoB task has one level).
+    `quick`: the cold-start SFT runs long enough for the tiny model to write readable actions, so that the smoke
+    test's sampling, RL and evaluation really act in the browser instead of ending at the first unreadable answer."""
     from dataclasses import replace
 
     names = tuple(check_names(list(tasks))) if tasks else None
@@ -263,7 +263,8 @@ def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: in
     cfg = replace(base, env="miniwob", env_tasks=names, eval_per_cell=eval_per_task, annotate_tasks=min(base.annotate_tasks, MINIWOB_ANNOTATE))
     f = cfg.flywheel
     # The base's tokenizer (sandbox text) splits MiniWoB++'s random names and country lists finely: the experts'
-    # longest answers are 40 tokens, the sandbox demo's whole budget, and one more token cut them unreadable.
+    # longest answers are 40 tokens, the sandbox demo's whole budget, so an answer one token longer was cut off
+    # unreadable.
     n = MINIWOB_MAX_NEW_TOKENS
     f = replace(f, max_new_tokens=n, sampling=replace(f.sampling, max_new_tokens=n), eval=replace(f.eval, max_new_tokens=n))
     if quick:
