@@ -89,12 +89,10 @@ def grounding_examples(pool: Sequence[tuple[str, list[Turn]]], n: int, cfg: Prom
     """`n` (prompt, answer) pairs: click the element a one-line instruction names, on a screen from `pool`; half of
     them keep the screen's real earlier actions in the prompt (the policy must learn to look past them)."""
     rng = random.Random(seed)
+    targets = [(obs, hist, lines) for obs, hist in pool if (lines := [m for m in (SCREEN_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"])]
     out: list[tuple[str, str]] = []
-    while len(out) < n:
-        obs, hist = pool[rng.randrange(len(pool))]
-        lines = [m for m in (SCREEN_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"]
-        if not lines:
-            continue
+    while targets and len(out) < n:  # no screen lists an element (another format): no examples
+        obs, hist, lines = targets[rng.randrange(len(targets))]
         m = rng.choice(lines)
         instruction = f'Click the {m["role"]} "{m["name"]}".'
         action = f"click(point='<point>{m['x']} {m['y']}</point>')"

@@ -122,6 +122,10 @@ class SFTConfig:
     #: the first small pile and under-trains the later ones.
     epochs: float | None = None
     max_steps: int = 2000
+    #: Grounding rehearsal: this many extra examples per pile example, each "Click the <role> "<name>"." on one of
+    #: the pile's own screens (training.base.grounding_examples: the base's pretraining task, label-free). Narrow SFT
+    #: on a new domain erodes the base's pointing and copying (MiniWoB++'s random names, docs/miniwob.md); 0: off.
+    grounding: float = 0.0
 
     def steps_for(self, n_examples: int) -> int:
         if self.epochs is None:

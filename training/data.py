@@ -40,17 +40,28 @@ def read_pile(lake, table: str, version: int | None = None) -> PileSnapshot:  # 
     return PileSnapshot(table, v, read_pile_rows(lake, table, PILE_COLUMNS, version=v, step_fields=PILE_STEP_FIELDS))
 
 
-def episode_examples(row: dict, cfg: PromptConfig = PromptConfig()) -> list[tuple[str, str]]:
-    """(prompt, answer) for every step of one episode row, with the history the policy would have seen."""
-    out: list[tuple[str, str]] = []
+def episode_states(row: dict) -> Iterator[tuple[str | None, list[Turn], str, str]]:
+    """(observation, the turns before it, thought, action) for every step of one episode row."""
     history: list[Turn] = []
     for s in row["steps"] or []:
         action = (s.get("action") or "").strip()
         thought = s.get("thought") or ""
-        if s.get("observation") or not cfg.skip_without_observation:
-                out.append((render_prompt(row["instruction"], history, s.get("observation"), cfg), render_answer(thought, action, cfg, s.get("observation"), row["instruction"])))
+        yield s.get("observation"), list(history), thought, action
         history.append(Turn(s.get("observation"), thought, action))
-    return out
+
+
+def episode_examples(row: dict, cfg: PromptConfig = PromptConfig()) -> list[tuple[str, str]]:
+    """(prompt, answer) for every step of one episode row, with the history the policy would have seen."""
+    return [
+        (render_prompt(row["instruction"], hist, obs, cfg), render_answer(thought, action, cfg, obs, row["instruction"]))
+        for obs, hist, thought, action in episode_states(row)
+        if obs or not cfg.skip_without_observation
+    ]
+
+
+def pile_screens(rows: pa.Table) -> list[tuple[str, list[Turn]]]:
+    """Every screen of a pile with the turns before it: what grounding rehearsal (SFTConfig.grounding) draws on."""
+    return [(obs, hist) for e in rows.to_pylist() for obs, hist, _, _ in episode_states(e) if obs]
 
 
 def pile_examples(rows: pa.Table, cfg: PromptConfig = PromptConfig(), max_per_task: int | None = None, seed: int = 0) -> list[tuple[str, str]]:

@@ -248,6 +248,7 @@ class MiniwobBackend:
 
 MINIWOB_ANNOTATE = 192
 MINIWOB_MAX_NEW_TOKENS = 56
+MINIWOB_GROUNDING = 0.5
 
 
 def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = None, quick: bool = False) -> Any:
@@ -267,6 +268,10 @@ def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: in
     # unreadable.
     n = MINIWOB_MAX_NEW_TOKENS
     f = replace(f, max_new_tokens=n, sampling=replace(f.sampling, max_new_tokens=n), eval=replace(f.eval, max_new_tokens=n))
+    # Rehearse the base's grounding on the piles' own pages: without it, SFT on a dozen tasks wore down copying their
+    # random names and the click's own coordinates (solved tasks slid back, docs/miniwob.md).
+    g = MINIWOB_GROUNDING
+    f = replace(f, cold_sft=replace(f.cold_sft, grounding=g), sft=replace(f.sft, grounding=g))
     if quick:
         f = replace(f, cold_sft=replace(f.cold_sft, steps=QUICK_COLD_SFT_STEPS))
     return replace(cfg, flywheel=f)

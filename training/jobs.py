@@ -58,17 +58,22 @@ def pile_job(
     """CT and SFT alike: read the pile (`ct` or `sft`) at a recorded Delta version, train, publish the checkpoint
     and write the training_runs row."""
     from training.config import to_dict
-    from training.data import encode_all, pile_examples, read_pile
+    from training.data import encode_all, pile_examples, pile_screens, read_pile
 
     t0 = time.perf_counter()
     b = resolve_base(lake, base)
     pile = read_pile(lake, stage, pile_version)
     examples = pile_examples(pile.rows, prompt_cfg, max_per_task, cfg.seed + round)
+    n_ground = int(getattr(cfg, "grounding", 0.0) * len(examples))
+    if n_ground:
+        from training.base import grounding_examples
+
+        examples += grounding_examples(pile_screens(pile.rows), n_ground, prompt_cfg, cfg.seed + round)
     items = encode_all(b.policy.tokenizer, examples, prompt_cfg) if examples else []
     if not items:
         raise ValueError(f"the {stage.upper()} pile (version {pile.version}) is empty: nothing to train on")
     losses, tokens = train(b.policy, items, cfg, on_step)
-    metrics = {"episodes": pile.rows.num_rows}
+    metrics = {"episodes": pile.rows.num_rows, "grounding_examples": n_ground}
     if agent_only:
         metrics["agent_tokens"] = sum(e.n_agent for e in items)
     res = JobResult(stage, round, b.uri, pile_version=pile.version, samples=len(items), tokens=tokens, losses=losses,

@@ -23,8 +23,8 @@ from training.rollout import run_episodes
 from training.sft import sft_job, train_sft
 
 
-def _pile(lake, table: str, n: int, seed: int = 0) -> None:  # noqa: ANN001
-    eps = [expert_episode(seed * 1000 + s, 1 + s % 2) for s in range(n)]
+def _pile(lake, table: str, n: int, seed: int = 0, eps: list | None = None) -> None:  # noqa: ANN001
+    eps = eps or [expert_episode(seed * 1000 + s, 1 + s % 2) for s in range(n)]
     full = episodes_to_table(eps)
     lake.append("episodes", full)  # the piles are thin rows: the episodes themselves live in `episodes`
     t = full.select(list(PILE_EPISODE_COLUMNS)).append_column("round_routed", pa.array([0] * n, pa.int32()))
@@ -133,3 +133,26 @@ def test_sft_sized_in_epochs_takes_passes_over_the_pile_not_a_fixed_count(lake, 
     _pile(lake, "sft", 6)
     res, _ = sft_job(lake, 1, tiny_policy, cfg)
     assert res.steps == cfg.steps_for(res.samples) == len(res.losses)
+
+
+def test_sft_grounding_rehearsal_adds_click_examples_on_the_piles_own_screens(lake, tiny_policy) -> None:  # noqa: ANN001
+    from sandbox.demonstrators import Expert
+    from sandbox.rollout import run_attempt, to_episode
+    from sandbox.tasks import training_tasks
+    from training.base import grounding_examples
+    from training.data import pile_screens, read_pile
+    from training.prompt import SCREEN_LINE, PromptConfig
+
+    assert grounding_examples([("no element lines here", [])], 5, PromptConfig()) == []  # never loops forever
+    _pile(lake, "sft", 6, eps=[to_episode(run_attempt(t, Expert(0)), "rollout", "test") for t in training_tasks(6, seed=2)])
+    plain, _ = sft_job(lake, 1, tiny_policy, SFTConfig(steps=2, batch_size=4))
+    res, _ = sft_job(lake, 1, tiny_policy, SFTConfig(steps=2, batch_size=4, grounding=1.0))
+    assert res.metrics["grounding_examples"] == plain.samples and res.samples == 2 * plain.samples
+    screens = pile_screens(read_pile(lake, "sft").rows)
+    assert screens and all(obs for obs, _ in screens)
+    for prompt, answer in grounding_examples(screens, 20, PromptConfig(thought_style="line"), seed=1):
+        name = prompt.splitlines()[0].split('"')[1]  # Instruction: Click the <role> "<name>".
+        thought, action = answer.removeprefix("Thought: ").split("\nAction: ")
+        m = SCREEN_LINE.match(thought)  # the thought is that element's line on this very screen
+        assert m and m["name"] == name and thought in prompt.split("Observation:\n", 1)[1].splitlines()
+        assert action == f"click(point='<point>{m['x']} {m['y']}</point>')"
