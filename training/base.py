@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -85,15 +86,19 @@ def sandbox_texts(n: int = 350, seed: int = 12345) -> list[str]:
     return out
 
 
+def _element_lines(obs: str) -> list[re.Match[str]]:
+    return [m for m in (SCREEN_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"]
+
+
 def grounding_examples(pool: Sequence[tuple[str, list[Turn]]], n: int, cfg: PromptConfig, seed: int = 0) -> list[tuple[str, str]]:
     """`n` (prompt, answer) pairs: click the element a one-line instruction names, on a screen from `pool`; half of
     them keep the screen's real earlier actions in the prompt (the policy must learn to look past them)."""
     rng = random.Random(seed)
-    targets = [(obs, hist, lines) for obs, hist in pool if (lines := [m for m in (SCREEN_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"])]
+    targets = [i for i, (obs, _) in enumerate(pool) if _element_lines(obs)]  # a screen in another format has none
     out: list[tuple[str, str]] = []
-    while targets and len(out) < n:  # no screen lists an element (another format): no examples
-        obs, hist, lines = targets[rng.randrange(len(targets))]
-        m = rng.choice(lines)
+    while targets and len(out) < n:
+        obs, hist = pool[targets[rng.randrange(len(targets))]]
+        m = rng.choice(_element_lines(obs))
         instruction = f'Click the {m["role"]} "{m["name"]}".'
         action = f"click(point='<point>{m['x']} {m['y']}</point>')"
         prompt = render_prompt(instruction, hist if rng.random() < 0.5 else [], obs, cfg)

@@ -54,6 +54,7 @@ def pile_job(
     *,
     agent_only: bool,
     max_per_task: int | None = None,
+    grounding: float = 0.0,
 ) -> tuple[JobResult, Policy]:
     """CT and SFT alike: read the pile (`ct` or `sft`) at a recorded Delta version, train, publish the checkpoint
     and write the training_runs row."""
@@ -64,7 +65,7 @@ def pile_job(
     b = resolve_base(lake, base)
     pile = read_pile(lake, stage, pile_version)
     examples = pile_examples(pile.rows, prompt_cfg, max_per_task, cfg.seed + round)
-    n_ground = int(getattr(cfg, "grounding", 0.0) * len(examples))
+    n_ground = int(grounding * len(examples))  # SFT's grounding rehearsal (SFTConfig.grounding)
     if n_ground:
         from training.base import grounding_examples
 

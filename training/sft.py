@@ -27,6 +27,7 @@ def sft_job(
     pile_version: int | None = None,
     on_step: ProgressFn | None = None,
 ) -> tuple[JobResult, Policy]:
-    """Loss on the agent's tokens only, on the SFT pile, episodes per task capped (see training.jobs.pile_job)."""
+    """Loss on the agent's tokens only, on the SFT pile, episodes per task capped, plus the grounding rehearsal
+    (see training.jobs.pile_job)."""
     return pile_job(lake, round, "sft", base, cfg, prompt_cfg, pile_version, on_step, train_sft, agent_only=True,
-                    max_per_task=cfg.max_episodes_per_task)
+                    max_per_task=cfg.max_episodes_per_task, grounding=cfg.grounding)
