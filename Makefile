@@ -11,7 +11,7 @@ export GX_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 
-.PHONY: setup test test-fast demo bench base lock clean
+.PHONY: setup lint test test-fast demo bench base lock clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,13 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-test: setup
+# The architecture (import layers, no circles) and the lint/format rules, all declared in pyproject.toml.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+test: setup lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --timeout 900
 
 test-fast: setup

@@ -23,7 +23,7 @@ from bench.common import Figure, best_of, console, quick
 BUDGET_S = 5.0
 
 
-def _bare_queries(lake) -> None:  # noqa: ANN001
+def _bare_queries(lake) -> None:
     from dashboards.render import SUMMARY_SQL
     from dashboards.spec import load_panels
 
@@ -46,8 +46,10 @@ def run() -> list[Figure]:
         lake = Lake.open(Path(tmp) / "lake", create=True)
         t0 = time.perf_counter()
         totals = build_demo_lake(lake, rounds=100, episodes=n, chunks=10, quarantined=5_000, seed=1)
-        console.print(f"demo lake: {totals.episodes:,} episodes, {totals.rounds} rounds, "
-                      f"{lake.count('verdicts'):,} verdicts, built in {time.perf_counter() - t0:.1f} s")
+        console.print(
+            f"demo lake: {totals.episodes:,} episodes, {totals.rounds} rounds, "
+            f"{lake.count('verdicts'):,} verdicts, built in {time.perf_counter() - t0:.1f} s"
+        )
         out = Path(tmp) / "dashboard.html"
         render_dashboard(lake, out)  # warm: imports, OS file cache
         page = build_page(lake)
@@ -58,19 +60,35 @@ def run() -> list[Figure]:
         bare_s = best_of(lambda: _bare_queries(lake), 3)
         env = {**os.environ, "FLYWHEEL_CONFIG": str(Path(tmp) / "none.toml")}
         t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-m", "flywheel", "dashboard", "--lake", str(Path(tmp) / "lake"),
-                        "--out", str(out)], check=True, capture_output=True, env=env)
+        subprocess.run(
+            [sys.executable, "-m", "flywheel", "dashboard", "--lake", str(Path(tmp) / "lake"), "--out", str(out)],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         cold_s = time.perf_counter() - t0
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cold_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         size_kb = out.stat().st_size / 1024
     label = f"{n:,} episodes, 100 rounds"
     return [
-        Figure(f"render_dashboard vs bare panel queries ({label})", render_s, bare_s, "s", target=0.5,
-               lower_is_better=True, note=f"page {size_kb:.0f} KiB; ratio >= 0.5 means rendering adds at most the "
-                                          "queries' own time"),
-        Figure(f"render_dashboard vs the 5 s budget ({label})", render_s, BUDGET_S, "s", target=1.0,
-               lower_is_better=True,
-               note=f"baseline is the acceptance budget; a cold `flywheel dashboard` process (imports included): "
-                    f"{cold_s:.2f} s wall, {cold_cpu:.2f} s CPU"),
+        Figure(
+            f"render_dashboard vs bare panel queries ({label})",
+            render_s,
+            bare_s,
+            "s",
+            target=0.5,
+            lower_is_better=True,
+            note=f"page {size_kb:.0f} KiB; ratio >= 0.5 means rendering adds at most the queries' own time",
+        ),
+        Figure(
+            f"render_dashboard vs the 5 s budget ({label})",
+            render_s,
+            BUDGET_S,
+            "s",
+            target=1.0,
+            lower_is_better=True,
+            note=f"baseline is the acceptance budget; a cold `flywheel dashboard` process (imports included): "
+            f"{cold_s:.2f} s wall, {cold_cpu:.2f} s CPU",
+        ),
     ]

@@ -41,7 +41,11 @@ def _targets(work: Path, lake: Any) -> dict[str, tuple[Any, Callable[[Any], Any]
             z = draw(ft.mutated_bytes(ft.zip_folder(ft.write_parts(d / "src", parts)), 3))
         return parts, raw, where, z
 
-    rollout = st.lists(st.one_of(ft.mutated_json(ft.rollout_line()).map(json.dumps), st.just(json.dumps(ft.rollout_line()))), min_size=1, max_size=8)
+    rollout = st.lists(
+        st.one_of(ft.mutated_json(ft.rollout_line()).map(json.dumps), st.just(json.dumps(ft.rollout_line()))),
+        min_size=1,
+        max_size=8,
+    )
     return {
         "action": (
             st.one_of(st.text(max_size=300), st.sampled_from(ft.VALID_ACTIONS).flatmap(lambda a: ft.mutated_bytes(a.encode(), 6)).map(lambda b: b.decode("utf-8", "replace"))),
@@ -112,7 +116,9 @@ def run() -> list[Figure]:
             all_crashes += len(res["crashes"])
             tried_total += res["tried"]
             outcomes = ", ".join(f"{code} {n:,}" for (_, code), n in ft.OUTCOMES.most_common())
-            console.print(f"{name}: {res['tried']:,} hostile inputs in {secs:.0f} s, {len(res['crashes'])} crash(es); outcomes: {outcomes}")
+            console.print(
+                f"{name}: {res['tried']:,} hostile inputs in {secs:.0f} s, {len(res['crashes'])} crash(es); outcomes: {outcomes}"
+            )
             figs.append(Figure(f"{name}: hostile inputs/s vs valid inputs/s", res["tried"] / secs, valid_rate, "inputs/s",
                                note=f"{res['tried']:,} inputs, {len(res['crashes'])} crashes"))  # fmt: skip
         figs.append(Figure("fuzz crashes (must be 0) vs one crash", all_crashes, 1.0, "crashes", target=1.01, lower_is_better=True,

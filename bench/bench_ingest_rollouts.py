@@ -60,7 +60,9 @@ def generate(path: Path, n_attempts: int, steps: int = 10, *, seed: int = 0, bad
                             "token_logprobs": toks,
                         }
                     )
-                st.append({"thought": "The page shows the answer.", "action": "finished(content='done')", "logprob_sum": -0.3})
+                st.append(
+                    {"thought": "The page shows the answer.", "action": "finished(content='done')", "logprob_sum": -0.3}
+                )
                 passed = rng.random() < 0.4
                 line = json.dumps(
                     {
@@ -97,34 +99,49 @@ def _baseline_rowwise(src: Path, out: Path) -> None:
     """The same transform written the plain way: one json.loads per line, Python per step, pandas to Parquet."""
     import pandas as pd
 
-    from flywheel.records import Episode, Step
+    from schemas.records import Episode, Step
 
     rows = []
     with src.open(encoding="utf-8") as f:
         for line in f:
             d = json.loads(line)
             steps = tuple(
-                Step(index=k, action=s["action"], thought=s.get("thought") or "", observation=s.get("observation"),
-                     logprob_sum=s.get("logprob_sum"), token_logprobs=tuple(s.get("token_logprobs") or ()) or None)
+                Step(
+                    index=k,
+                    action=s["action"],
+                    thought=s.get("thought") or "",
+                    observation=s.get("observation"),
+                    logprob_sum=s.get("logprob_sum"),
+                    token_logprobs=tuple(s.get("token_logprobs") or ()) or None,
+                )
                 for k, s in enumerate(d["steps"])
             )
-            ep = Episode(session_id=f"rollout:{d['policy_version']}", source="rollout", task_id=d["task_id"],
-                         instruction=d["instruction"], steps=steps, attempt=d["attempt"], group_id=d["group_id"],
-                         policy_version=d["policy_version"], env_reward=d.get("reward"), env_passed=d.get("passed"),
-                         outcome=d["termination"])
+            ep = Episode(
+                session_id=f"rollout:{d['policy_version']}",
+                source="rollout",
+                task_id=d["task_id"],
+                instruction=d["instruction"],
+                steps=steps,
+                attempt=d["attempt"],
+                group_id=d["group_id"],
+                policy_version=d["policy_version"],
+                env_reward=d.get("reward"),
+                env_passed=d.get("passed"),
+                outcome=d["termination"],
+            )
             row = ep.to_row()  # parses every action with schemas.actions.parse_action
             row.pop("meta")
             rows.append(row)
     pd.DataFrame(rows).to_parquet(out)
 
 
-def _new_lake(lake_dir: Path):  # noqa: ANN202
+def _new_lake(lake_dir: Path):
     from storage import Lake
 
     return Lake.open(lake_dir, create=True)  # creating the tables is set-up, not ingest: done off the clock
 
 
-def _ingest(src: Path, lake) -> int:  # noqa: ANN001
+def _ingest(src: Path, lake) -> int:
     from ingest.rollouts import ingest_rollout_file
 
     return ingest_rollout_file(lake, src).result.episodes_added
@@ -152,7 +169,11 @@ print(json.dumps({"episodes": n, "peak_rss": peak[0], "s": time.perf_counter() -
 def _peak_rss(src: Path, lake_dir: Path) -> dict[str, float]:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
-        [sys.executable, "-c", _RSS_SCRIPT, str(src), str(lake_dir)], cwd=root, check=True, capture_output=True, text=True
+        [sys.executable, "-c", _RSS_SCRIPT, str(src), str(lake_dir)],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -169,14 +190,14 @@ def run() -> list[Figure]:
         n_steps = n_attempts * steps
         console.print(f"generated {n_steps:,} steps, {size / 2**20:.0f} MiB in {time.perf_counter() - t0:.1f} s")
 
-        def timed(fn, *args) -> float:  # noqa: ANN001
+        def timed(fn, *args) -> float:
             os.sync()  # start clean: the previous run's dirty pages must not be flushed on this run's clock
             t = time.perf_counter()
             fn(*args)
             return time.perf_counter() - t
 
         t_arrow, t_ours = [], []
-        for i in range(3):  # interleaved, best of three each: the machine's load changes under both alike
+        for _ in range(3):  # interleaved, best of three each: the machine's load changes under both alike
             t_arrow.append(timed(_baseline_arrow, src, work / "plain.parquet"))
             t_ours.append(timed(_ingest, src, _new_lake(work / "lake")))
             shutil.rmtree(work / "lake")
@@ -184,10 +205,26 @@ def run() -> list[Figure]:
         console.print(f"plain {[round(t, 2) for t in t_arrow]} s, ours {[round(t, 2) for t in t_ours]} s")
         t_rowwise = timed(_baseline_rowwise, src, work / "rowwise.parquet")
         rate = n_steps / t_ours_best
-        figures.append(Figure("ingest vs pyarrow read_json+write_table", rate, n_steps / t_arrow_best, "steps/s", 0.5,
-                              note=f"{n_steps:,} steps, {size / 2**20:.0f} MiB; ours {t_ours_best:.2f} s, plain {t_arrow_best:.2f} s"))
-        figures.append(Figure("ingest vs json.loads per line + pandas", rate, n_steps / t_rowwise, "steps/s", 10.0,
-                              note=f"row-wise {t_rowwise:.1f} s"))
+        figures.append(
+            Figure(
+                "ingest vs pyarrow read_json+write_table",
+                rate,
+                n_steps / t_arrow_best,
+                "steps/s",
+                0.5,
+                note=f"{n_steps:,} steps, {size / 2**20:.0f} MiB; ours {t_ours_best:.2f} s, plain {t_arrow_best:.2f} s",
+            )
+        )
+        figures.append(
+            Figure(
+                "ingest vs json.loads per line + pandas",
+                rate,
+                n_steps / t_rowwise,
+                "steps/s",
+                10.0,
+                note=f"row-wise {t_rowwise:.1f} s",
+            )
+        )
 
         gb = 0.2 if quick() else float(os.environ.get("BENCH_ROLLOUT_GB", "5"))
         big = work / "big.jsonl"
@@ -196,9 +233,17 @@ def run() -> list[Figure]:
         big_size = generate(big, int(gb * 2**30 / per_attempt), steps, seed=1)
         console.print(f"generated {big_size / 2**30:.2f} GiB in {time.perf_counter() - t0:.0f} s")
         m = _peak_rss(big, work / "lake-big")
-        figures.append(Figure("peak RSS ingesting a big JSONL file", m["peak_rss"] / 2**20, 2048.0, "MiB", 1.0,
-                              lower_is_better=True,
-                              note=f"{big_size / 2**30:.2f} GiB, {m['episodes']:,} episodes in {m['s']:.0f} s; baseline = 2 GiB budget"))
+        figures.append(
+            Figure(
+                "peak RSS ingesting a big JSONL file",
+                m["peak_rss"] / 2**20,
+                2048.0,
+                "MiB",
+                1.0,
+                lower_is_better=True,
+                note=f"{big_size / 2**30:.2f} GiB, {m['episodes']:,} episodes in {m['s']:.0f} s; baseline = 2 GiB budget",
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return figures

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +36,26 @@ CHUNK = 100_000
 
 _VERBS = ["Open", "Click", "Type into", "Scroll down in", "Select", "Close", "Check", "Drag", "Find", "Submit"]
 _THINGS = [
-    "the search box", "the Settings menu", "the blue 'Save' button", "the dialog — it asks for a password",
-    "the file list", "the address bar", "the 'Next' link at the bottom", "the dropdown labelled Country",
-    "the checkbox next to «Remember me»", "the tab named Reports", "the calendar widget", "the sidebar",
+    "the search box",
+    "the Settings menu",
+    "the blue 'Save' button",
+    "the dialog — it asks for a password",
+    "the file list",
+    "the address bar",
+    "the 'Next' link at the bottom",
+    "the dropdown labelled Country",
+    "the checkbox next to «Remember me»",
+    "the tab named Reports",
+    "the calendar widget",
+    "the sidebar",
 ]
 _WHY = [
-    "because the task wants the newest file.", "so I can see the rest of the form.", "since it did not respond.",
-    "to confirm the order total (€42.50).", "then wait for the page to load.", "— the previous click missed it.",
+    "because the task wants the newest file.",
+    "so I can see the rest of the form.",
+    "since it did not respond.",
+    "to confirm the order total (€42.50).",
+    "then wait for the page to load.",
+    "— the previous click missed it.",
 ]
 
 
@@ -95,7 +108,9 @@ def synthetic_episodes(n: int, *, steps: int = STEPS, seed: int = 0, start: int 
         "key": null_str,
         "direction": null_str,
         "observation": null_str,
-        "screenshot_uri": pc.binary_join_element_wise("s3://lake/objects/", pc.utf8_slice_codeunits(sha, 0, 2), "/", sha, ".png", ""),
+        "screenshot_uri": pc.binary_join_element_wise(
+            "s3://lake/objects/", pc.utf8_slice_codeunits(sha, 0, 2), "/", sha, ".png", ""
+        ),
         "screenshot_sha256": sha,
     }
     step_arrays = [cols.get(f.name, pa.nulls(total, f.type)) for f in STEP]
@@ -104,13 +119,17 @@ def synthetic_episodes(n: int, *, steps: int = STEPS, seed: int = 0, start: int 
     step_lists = pa.ListArray.from_arrays(offsets, steps_struct, type=EPISODES.field("steps").type)
     ids = pa.array([hashlib.sha256(f"ep-{seed}-{start + i}".encode()).hexdigest()[:32] for i in range(n)])
     rounds = rng.integers(0, 10, n, dtype=np.int32)
-    now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, tzinfo=UTC)
     ep = {
         "episode_id": ids,
-        "session_id": pc.binary_join_element_wise("session-", pa.array((np.arange(n) + start) // 50).cast(pa.string()), ""),
+        "session_id": pc.binary_join_element_wise(
+            "session-", pa.array((np.arange(n) + start) // 50).cast(pa.string()), ""
+        ),
         "source": pa.array(np.array(["rollout", "think_aloud", "interactive"])[rng.integers(0, 3, n)]),
         "round": pa.array(rounds),
-        "task_id": pc.binary_join_element_wise("miniwob/click-button-", pa.array(rng.integers(0, 500, n)).cast(pa.string()), ""),
+        "task_id": pc.binary_join_element_wise(
+            "miniwob/click-button-", pa.array(rng.integers(0, 500, n)).cast(pa.string()), ""
+        ),
         "instruction": thought_pool.take(pa.array(rng.integers(0, 4096, n))),
         "screen_width": pa.array(np.full(n, 1920, np.int32)),
         "screen_height": pa.array(np.full(n, 1080, np.int32)),
@@ -121,7 +140,9 @@ def synthetic_episodes(n: int, *, steps: int = STEPS, seed: int = 0, start: int 
         "ingested_at": pa.array([now] * n, type=EPISODES.field("ingested_at").type),
     }
     arrays = [ep[f.name] if f.name in ep else pa.nulls(n, f.type) for f in EPISODES]
-    return pa.Table.from_arrays([a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, EPISODES)], schema=EPISODES)
+    return pa.Table.from_arrays(
+        [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, EPISODES)], schema=EPISODES
+    )
 
 
 def run() -> list[Figure]:
@@ -189,7 +210,7 @@ def run() -> list[Figure]:
     ]
 
 
-def _best(fn, n: int = 5) -> float:  # noqa: ANN001
+def _best(fn, n: int = 5) -> float:
     best = float("inf")
     for _ in range(n):
         t = time.perf_counter()

@@ -18,10 +18,17 @@ from bench.common import Figure, console, quick
 from sandbox.miniwob import TASKS, BrowserPool, Expert, MiniwobEnv, Novice, TaskSpec, heldout_specs, run_episode
 from schemas.actions import parse_action
 
-_KEYS = {"enter": "<Enter>", "ctrl a": "C-a", "tab": "<Tab>", "backspace": "<Backspace>", "down": "<ArrowDown>", "up": "<ArrowUp>"}
+_KEYS = {
+    "enter": "<Enter>",
+    "ctrl a": "C-a",
+    "tab": "<Tab>",
+    "backspace": "<Backspace>",
+    "down": "<ArrowDown>",
+    "up": "<ArrowUp>",
+}
 
 
-def _to_miniwob(env, a: str):  # noqa: ANN001, ANN202 - a gymnasium MiniWoBEnvironment and one of our action strings
+def _to_miniwob(env, a: str):
     from miniwob.action import ActionTypes
 
     p = parse_action(a)
@@ -99,7 +106,9 @@ def run() -> list[Figure]:
         t0 = time.perf_counter()
         pool.run(specs, Expert, progress=False)
         pool_rate = len(specs) / (time.perf_counter() - t0)
-        figs.append(Figure("pool episodes/s, 2 browsers", pool_rate, ours, "ep/s", target=1.2, note="baseline: one env (above)"))
+        figs.append(
+            Figure("pool episodes/s, 2 browsers", pool_rate, ours, "ep/s", target=1.2, note="baseline: one env (above)")
+        )
 
         held = heldout_specs(per_task=5 if quick() else 30)
         t0 = time.perf_counter()
@@ -111,7 +120,9 @@ def run() -> list[Figure]:
                   f"outside requests: {len(net)}")  # fmt: skip
     from rich.table import Table
 
-    tab = Table("task", "expert %", "novice %", "steps/ep (expert)", "seeds", title="scripted demonstrators on held-out seeds")
+    tab = Table(
+        "task", "expert %", "novice %", "steps/ep (expert)", "seeds", title="scripted demonstrators on held-out seeds"
+    )
     for name in TASKS:
         e = [a for a in ex if a.task.family == name]
         n = [a for a in nov if a.task.family == name]

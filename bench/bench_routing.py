@@ -19,18 +19,27 @@ import time
 from pathlib import Path
 
 from bench.common import Figure, console, quick
+from schemas.records import table_to_episodes
 from storage import Lake
 from validators.base import EpisodeBatch
 from validators.dedup import ExactDedup, NearDedup
 from validators.registry import ValidationContext, parse_policy
 from validators.routing import Plan, route_round
 from validators.synthetic import screenshot_pool, synthetic_rollouts
-from flywheel.records import table_to_episodes
 
 TARGET = 50_000.0
 STRUCTURAL_AND_EXACT = {
     "sources": {
-        "default": ["schema", "action_grammar", "on_screen", "monotonic_time", "thoughts", "screenshot", "step_limit", "dedup_exact"]
+        "default": [
+            "schema",
+            "action_grammar",
+            "on_screen",
+            "monotonic_time",
+            "thoughts",
+            "screenshot",
+            "step_limit",
+            "dedup_exact",
+        ]
     }
 }
 
@@ -44,7 +53,12 @@ def run() -> list[Figure]:
         pool = screenshot_pool(lake, k=64)
         t0 = time.perf_counter()
         for start in range(0, n, chunk):
-            lake.append("episodes", synthetic_rollouts(min(chunk, n - start), 1, screenshots=pool, start=start, bad_share=0.05, dup_share=0.0))
+            lake.append(
+                "episodes",
+                synthetic_rollouts(
+                    min(chunk, n - start), 1, screenshots=pool, start=start, bad_share=0.05, dup_share=0.0
+                ),
+            )
         console.print(f"landed {n:,} episodes in {time.perf_counter() - t0:.1f} s")
 
         # baseline: the per-episode `check` loop on a sample
@@ -89,10 +103,23 @@ def run() -> list[Figure]:
         NearDedup().check_batch(nb)
         near_rate = nb.n / (time.perf_counter() - t)
     return [
-        Figure("validate+route, structural + exact dedup (episodes/s)", rate, TARGET, "ep/s", target=1.0,
-               note=f"N={n:,} x 20 steps, 2 cores, load {load:.1f}; {n / (total - gx):,.0f} ep/s without GX; check() loop: {loop_rate:,.0f} ep/s"),  # fmt: skip
+        Figure(
+            "validate+route, structural + exact dedup (episodes/s)",
+            rate,
+            TARGET,
+            "ep/s",
+            target=1.0,
+            note=f"N={n:,} x 20 steps, 2 cores, load {load:.1f}; {n / (total - gx):,.0f} ep/s without GX; check() loop: {loop_rate:,.0f} ep/s",
+        ),  # fmt: skip
         Figure("columnar check_batch vs per-episode check loop", col_rate, loop_rate, "ep/s", target=10.0),
-        Figure("GX suite overhead (share of routing time)", gx_share, 0.25, "", target=1.0, lower_is_better=True,
-               note=f"GX {gx:.2f} s of {total:.1f} s"),  # fmt: skip
+        Figure(
+            "GX suite overhead (share of routing time)",
+            gx_share,
+            0.25,
+            "",
+            target=1.0,
+            lower_is_better=True,
+            note=f"GX {gx:.2f} s of {total:.1f} s",
+        ),  # fmt: skip
         Figure("near-dup MinHash LSH (episodes/s) vs exact dedup", near_rate, exact_rate, "ep/s"),
     ]

@@ -43,7 +43,7 @@ def _workload(seeds: int) -> list[tuple[Task, list[str]]]:
     return out
 
 
-def _rate(fn, n_items: int, min_s: float) -> float:  # noqa: ANN001
+def _rate(fn, n_items: int, min_s: float) -> float:
     best = 0.0
     t_end = time.perf_counter() + min_s
     while True:

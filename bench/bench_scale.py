@@ -72,7 +72,10 @@ def to_rollout_file(episodes: pa.Table, path: Path) -> Path:
 
     steps = episodes.column("steps").combine_chunks()
     flat = steps.flatten()
-    arrays = [flat.field(f.name).cast(f.type) if f.name in flat.type.names else pa.nulls(len(flat), f.type) for f in ROLLOUT_STEP]
+    arrays = [
+        flat.field(f.name).cast(f.type) if f.name in flat.type.names else pa.nulls(len(flat), f.type)
+        for f in ROLLOUT_STEP
+    ]
     st = pa.ListArray.from_arrays(steps.offsets, pa.StructArray.from_arrays(arrays, fields=list(ROLLOUT_STEP)))
     cols = {
         "task_id": episodes.column("task_id"),
@@ -104,11 +107,11 @@ def lake_bytes(root: Path) -> int:
 
 
 # --------------------------------------------------------------------------------------------- measure
-def measure(lake, n_episodes: int, last_round: int, workdir: Path) -> dict[str, Any]:  # noqa: ANN001
+def measure(lake, n_episodes: int, last_round: int, workdir: Path) -> dict[str, Any]:
     from dashboards.render import render_dashboard
     from flywheel.people.audit import sample
-    from storage.check import check_lake
     from storage.query import run_query
+    from validators.lake_check import check_lake
 
     out: dict[str, Any] = {"episodes": n_episodes, "round": last_round, "queries": {}}
     for i, q in enumerate(sql_blocks()):
@@ -146,10 +149,16 @@ def build(cfg: dict[str, Any]) -> dict[str, Any]:
     root = Path(cfg["dir"])
     root.mkdir(parents=True, exist_ok=True)
     state_path = root / "bench_state.json"
-    state: dict[str, Any] = json.loads(state_path.read_text()) if state_path.exists() else {"cfg": cfg, "rounds": {}, "points": {}}
-    if state["cfg"]["total"] != cfg["total"] or state["cfg"]["rounds"] != cfg["rounds"] or state["cfg"]["steps"] != cfg["steps"]:
+    state: dict[str, Any] = (
+        json.loads(state_path.read_text()) if state_path.exists() else {"cfg": cfg, "rounds": {}, "points": {}}
+    )
+    if (
+        state["cfg"]["total"] != cfg["total"]
+        or state["cfg"]["rounds"] != cfg["rounds"]
+        or state["cfg"]["steps"] != cfg["steps"]
+    ):
         raise RuntimeError(f"{root} holds a run with other settings ({state['cfg']}); remove it or set BENCH_SCALE_DIR")
-    save = lambda: state_path.write_text(json.dumps(state, indent=1))  # noqa: E731
+    save = lambda: state_path.write_text(json.dumps(state, indent=1))
     lake = Lake.open(root / "lake", create=True)
     pool = screenshot_pool(lake, k=64)
     per_round = cfg["total"] // cfg["rounds"]
@@ -174,7 +183,13 @@ def build(cfg: dict[str, Any]) -> dict[str, Any]:
             t0 = time.perf_counter()
             summary = route_round(lake, r)
             t_route = time.perf_counter() - t0
-            state["rounds"][str(r)] = {"n": n, "ingest_s": t_ing, "route_s": t_route, "n_new": summary.n_new, "pass_rate": summary.pass_rate}
+            state["rounds"][str(r)] = {
+                "n": n,
+                "ingest_s": t_ing,
+                "route_s": t_route,
+                "n_new": summary.n_new,
+                "pass_rate": summary.pass_rate,
+            }
             done += n
             save()
             console.print(f"round {r}/{cfg['rounds']}: {n:,} episodes (total {done:,}); ingest {n / t_ing:,.0f}/s, "
@@ -209,8 +224,22 @@ def figures(state: dict[str, Any]) -> list[Figure]:
     grow = b["episodes"] / a["episodes"]
     note = f"{a['episodes']:,} -> {b['episodes']:,} episodes ({grow:.1f}x)"
     figs = [
-        Figure(f"ingest rate at {b['episodes']:,} vs at {a['episodes']:,}", b["ingest_rate"], a["ingest_rate"], "episodes/s", 0.8, note=note),
-        Figure(f"route rate at {b['episodes']:,} vs at {a['episodes']:,}", b["route_rate"], a["route_rate"], "episodes/s", 0.8, note=note),
+        Figure(
+            f"ingest rate at {b['episodes']:,} vs at {a['episodes']:,}",
+            b["ingest_rate"],
+            a["ingest_rate"],
+            "episodes/s",
+            0.8,
+            note=note,
+        ),
+        Figure(
+            f"route rate at {b['episodes']:,} vs at {a['episodes']:,}",
+            b["route_rate"],
+            a["route_rate"],
+            "episodes/s",
+            0.8,
+            note=note,
+        ),
     ]
     for key, label in (("queries_s", "docs/queries.md examples (all)"), ("audit_sample_s", "audit sample (200)"),
                        ("dashboard_s", "dashboard render"), ("check_s", "flywheel check")):  # fmt: skip
@@ -225,7 +254,17 @@ def print_points(state: dict[str, Any]) -> None:
     from rich.table import Table
 
     pts = sorted(state["points"].values(), key=lambda m: m["episodes"])
-    t = Table("episodes", "ingest/s", "route/s", "queries s", "audit s", "dashboard s", "check s", "lake GiB", title="bench_scale points")
+    t = Table(
+        "episodes",
+        "ingest/s",
+        "route/s",
+        "queries s",
+        "audit s",
+        "dashboard s",
+        "check s",
+        "lake GiB",
+        title="bench_scale points",
+    )
     for m in pts:
         t.add_row(f"{m['episodes']:,}", f"{m['ingest_rate']:,.0f}", f"{m['route_rate']:,.0f}", f"{m['queries_s']:.2f}",
                   f"{m['audit_sample_s']:.2f}", f"{m['dashboard_s']:.2f}", f"{m['check_s']:.2f}", f"{m['lake_bytes'] / 2**30:.2f}")  # fmt: skip

@@ -20,17 +20,19 @@ import torch.nn.functional as F
 from bench.common import Figure, quick
 
 
-def _expert_items(policy, n_tasks: int, prompt_cfg):  # noqa: ANN001, ANN202
+def _expert_items(policy, n_tasks: int, prompt_cfg):
     from sandbox.demonstrators import Expert
+    from sandbox.heldout import training_tasks
     from sandbox.rollout import run_attempt, to_episode
-    from sandbox.tasks import training_tasks
     from training.data import encode_all, episode_examples
 
-    rows = [to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in training_tasks(n_tasks, seed=4242)]
+    rows = [
+        to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in training_tasks(n_tasks, seed=4242)
+    ]
     return encode_all(policy.tokenizer, [x for r in rows for x in episode_examples(r, prompt_cfg)], prompt_cfg)
 
 
-def _bare_loop(model, batches: list) -> float:  # noqa: ANN001
+def _bare_loop(model, batches: list) -> float:
     """The baseline: the plainest correct PyTorch loop over the same batches."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()
@@ -47,11 +49,11 @@ def _bare_loop(model, batches: list) -> float:  # noqa: ANN001
 
 
 def throughput() -> Figure:
+    from training.base import sandbox_texts
     from training.data import batches as make_batches
     from training.demo import DemoConfig
     from training.loop import train_lm
     from training.model import Policy
-    from training.base import sandbox_texts
 
     f = DemoConfig().flywheel
     pol = Policy.create(sandbox_texts(200), f.model)
@@ -78,11 +80,11 @@ def throughput() -> Figure:
 
 def ablation() -> list[Figure]:
     """Same round, same starting checkpoint: SFT alone vs SFT + RL, held-out pass rate."""
+    from training.base import sandbox_texts
+    from training.demo import DemoConfig
     from training.envs import heldout_tasks, training_tasks
     from training.evaluate import evaluate
     from training.model import Policy
-    from training.demo import DemoConfig
-    from training.base import sandbox_texts
     from training.rewards import verifier_reward
     from training.rl import train_rl
     from training.sft import train_sft
@@ -106,14 +108,15 @@ def ablation() -> list[Figure]:
     ra, rb = evaluate(a, ho, f.eval, f.prompt), evaluate(b, ho, f.eval, f.prompt)
     return [
         Figure(
-            "held-out pass rate, SFT+RL vs SFT alone (same round)", rb.overall.rate, max(ra.overall.rate, 1e-9), "rate",
+            "held-out pass rate, SFT+RL vs SFT alone (same round)",
+            rb.overall.rate,
+            max(ra.overall.rate, 1e-9),
+            "rate",
             note=f"SFT alone {ra.overall.rate:.3f} [{ra.overall.lo:.3f}, {ra.overall.hi:.3f}], SFT+RL {rb.overall.rate:.3f} "
-                 f"[{rb.overall.lo:.3f}, {rb.overall.hi:.3f}], n={ra.overall.n}",
+            f"[{rb.overall.lo:.3f}, {rb.overall.hi:.3f}], n={ra.overall.n}",
         )  # fmt: skip
     ]
 
 
 def run() -> list[Figure]:
     return [throughput(), *ablation()]
-
-

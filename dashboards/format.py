@@ -36,7 +36,7 @@ def fmt(v: Any, kind: Format = "auto", *, axis: bool = False) -> str:
 def _sig(x: float, digits: int) -> str:
     if x == 0:
         return "0"
-    if abs(x) >= 10 ** digits:
+    if abs(x) >= 10**digits:
         return f"{x:,.0f}"
     return f"{x:.{digits}g}"
 

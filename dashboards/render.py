@@ -96,7 +96,11 @@ def _kpis(con: Any) -> list[dict[str, str]]:
     ev = rate("eval_pass_rate", "eval_n")
     if ev:
         out.append({"label": f"held-out eval pass rate (round {row['measured_round']})", **ev})
-    for key, label in (("sft_size", "SFT pile"), ("ct_size", "CT pile"), ("episodes", "episodes"),
-                       ("quarantined", "quarantined inputs")):
+    for key, label in (
+        ("sft_size", "SFT pile"),
+        ("ct_size", "CT pile"),
+        ("episodes", "episodes"),
+        ("quarantined", "quarantined inputs"),
+    ):
         out.append({"label": label, "value": fmt(row[key], "int"), "sub": ""})
     return out

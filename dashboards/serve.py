@@ -57,7 +57,7 @@ class _Handler(SimpleHTTPRequestHandler):
         self.dashboard = dashboard
         super().__init__(*args, **kwargs)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         page = self.dashboard.out.name
         if self.path in ("/", "/index.html", f"/{page}"):
             try:

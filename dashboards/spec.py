@@ -92,8 +92,13 @@ def load_panels(folder: Path = PANELS_DIR) -> tuple[PanelSpec, ...]:
             table = raw.get("table") or {}
             table_sql = (root / table["query"]).read_text() if table.get("query") else None
             panels.append(
-                PanelSpec(**raw, id=yml.stem, sql=sql_path.read_text(), table_sql=table_sql,
-                          sql_path=f"dashboards/panels/{sql_path.name}")
+                PanelSpec(
+                    **raw,
+                    id=yml.stem,
+                    sql=sql_path.read_text(),
+                    table_sql=table_sql,
+                    sql_path=f"dashboards/panels/{sql_path.name}",
+                )
             )
         except (ValidationError, yaml.YAMLError, OSError, TypeError) as e:
             raise ValueError(f"panel {yml.name}: {e}") from None

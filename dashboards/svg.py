@@ -127,8 +127,9 @@ def _left_margin(ticks: list[float], o: ChartOptions) -> float:
     return 20 + 6.5 * longest + (14 if o.y_label else 0)
 
 
-def _frame(o: ChartOptions, left: float, top: float, right: float, bottom: float, y_ticks: list[float],
-           y_pos: Any) -> list[str]:
+def _frame(
+    o: ChartOptions, left: float, top: float, right: float, bottom: float, y_ticks: list[float], y_pos: Any
+) -> list[str]:
     """Horizontal grid lines with y tick labels and the axis labels."""
     out = []
     for t, label in zip(y_ticks, axis_labels(y_ticks, o.y_format)):
@@ -193,7 +194,9 @@ def line_svg(series: list[Series], o: ChartOptions) -> str:
                 )
         for seg in _segments(s.points):
             d = "M" + "L".join(f"{_num(X(p.x))},{_num(Y(p.y))}" for p in seg)
-            out.append(f'<path class="mark line" d="{d}" stroke="{s.color}" data-series="{name}">{_title(s.name)}</path>')
+            out.append(
+                f'<path class="mark line" d="{d}" stroke="{s.color}" data-series="{name}">{_title(s.name)}</path>'
+            )
         if o.markers and n_points <= 60:
             for p in good:
                 iv = "" if is_missing(p.lo) else f"95% CI {fmt(p.lo, o.y_format)}–{fmt(p.hi, o.y_format)}"
@@ -255,8 +258,9 @@ def bar_svg(series: list[Series], o: ChartOptions) -> str:
     return "".join(out)
 
 
-def _bars_at(series: list[Series], by: dict, c: Any, center: float, band: float, o: ChartOptions, pos: Any,
-             *, vertical: bool) -> list[str]:
+def _bars_at(
+    series: list[Series], by: dict, c: Any, center: float, band: float, o: ChartOptions, pos: Any, *, vertical: bool
+) -> list[str]:
     out, acc = [], 0.0
     n = len(series)
     width = max(1.0, band * (0.72 if o.stacked else 0.8 / n))
@@ -273,8 +277,12 @@ def _bars_at(series: list[Series], by: dict, c: Any, center: float, band: float,
             off = center - band * 0.4 + j * width
         lo_px, hi_px = min(a, b), max(a, b)
         size = max(hi_px - lo_px, 0.8)
-        tip = _title(s.name, fmt(c, o.x_format), fmt(p.y, o.y_format),
-                     "" if is_missing(p.lo) else f"95% CI {fmt(p.lo, o.y_format)}–{fmt(p.hi, o.y_format)}")
+        tip = _title(
+            s.name,
+            fmt(c, o.x_format),
+            fmt(p.y, o.y_format),
+            "" if is_missing(p.lo) else f"95% CI {fmt(p.lo, o.y_format)}–{fmt(p.hi, o.y_format)}",
+        )
         if vertical:
             rect = f'x="{_num(off)}" y="{_num(lo_px)}" width="{_num(width)}" height="{_num(size)}"'
         else:
@@ -287,8 +295,7 @@ def _bars_at(series: list[Series], by: dict, c: Any, center: float, band: float,
     return out
 
 
-def _hbar(series: list[Series], cats: list, by: dict, o: ChartOptions, x0: float, x1: float,
-          ticks: list[float]) -> str:
+def _hbar(series: list[Series], cats: list, by: dict, o: ChartOptions, x0: float, x1: float, ticks: list[float]) -> str:
     """Horizontal bars: long category labels (error types) stay readable on the left."""
     labels = [fmt(c, o.x_format) for c in cats]
     left = min(200.0, 12 + 6.4 * max(len(s) for s in labels))

@@ -49,7 +49,9 @@ def evaluate_task(lake: str, round: int, cfg: D.DemoConfig, on_step: Any = None)
 
 
 @flow(name="flywheel_demo")
-def flywheel_demo(lake: str, rounds: int = 3, cfg: D.DemoConfig | None = None, say: D.Say | None = None) -> list[dict[str, Any]]:
+def flywheel_demo(
+    lake: str, rounds: int = 3, cfg: D.DemoConfig | None = None, say: D.Say | None = None
+) -> list[dict[str, Any]]:
     """Cold start (round 0), then `rounds` rounds of sample -> annotate (when on) -> route -> CT when due -> SFT -> RL
     -> evaluate, in the environment backend `cfg.env` (the sandbox, or MiniWoB++ in a browser pool closed when the
     flow ends)."""
@@ -58,26 +60,32 @@ def flywheel_demo(lake: str, rounds: int = 3, cfg: D.DemoConfig | None = None, s
     Lake.open(lake, create=True)
     landing = str(D.landing_for(lake))
     try:
-        for r in range(0, rounds + 1):
+        for r in range(rounds + 1):
             if r == 0:
                 t = time.perf_counter()
                 say("stage", {"round": 0, "stage": "ingest", "info": cold_start_task(lake, landing, cfg, say)})
                 D.record_stage(Lake.open(lake), 0, "ingest", t)
             else:
                 t = time.perf_counter()
-                info = sample_task(lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "sample", "n": n}))
+                info = sample_task(
+                    lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "sample", "n": n})
+                )
                 D.record_stage(Lake.open(lake), r, "sample", t)
                 say("stage", {"round": r, "stage": "sample", "info": info})
                 if cfg.annotate_tasks:
                     t = time.perf_counter()
-                    info = annotate_task(lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "annotate", "n": n}))
+                    info = annotate_task(
+                        lake, r, landing, cfg, lambda n, r=r: say("tick", {"round": r, "stage": "annotate", "n": n})
+                    )
                     D.record_stage(Lake.open(lake), r, "annotate", t)
                     say("stage", {"round": r, "stage": "annotate", "info": info})
             t = time.perf_counter()
             say("stage", {"round": r, "stage": "route", "info": route_task(lake, r)})
             D.record_stage(Lake.open(lake), r, "route", t)
             t = time.perf_counter()
-            jobs = train_task(lake, r, cfg, lambda s, i, loss, r=r: say("tick", {"round": r, "stage": s, "i": i, "loss": loss}))
+            jobs = train_task(
+                lake, r, cfg, lambda s, i, loss, r=r: say("tick", {"round": r, "stage": s, "i": i, "loss": loss})
+            )
             D.record_stage(Lake.open(lake), r, "train", t)
             say("stage", {"round": r, "stage": "train", "info": jobs})
             t = time.perf_counter()

@@ -32,7 +32,7 @@ def land_batch(lake: str, outcomes: list[Outcome], round: int) -> dict:
 @flow(name="ingest_think_aloud", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
 def ingest_think_aloud(landing: str, lake: str | None = None, round: int = 0) -> dict:
     """Ingest every session under `landing` (folder or s3://bucket/prefix) into `lake` (default: settings)."""
-    from flywheel.settings import get_settings
+    from core.settings import get_settings
 
     log = get_run_logger()
     lake_uri = lake or get_settings().lake
@@ -46,9 +46,17 @@ def ingest_think_aloud(landing: str, lake: str | None = None, round: int = 0) ->
         for i, f in enumerate(futures, 1):
             o = f.result()
             outcomes.append(o)
-            state = "quarantined " + o.quarantined[0].error_type if o.quarantined else ("skipped" if o.timings.get("skipped") else "ok")
+            state = (
+                "quarantined " + o.quarantined[0].error_type
+                if o.quarantined
+                else ("skipped" if o.timings.get("skipped") else "ok")
+            )
             log.info("[%d/%d] %s: %s", i, len(futures), Path(o.uri).name, state)
     res = land_batch(lake_uri, outcomes, round)
-    log.info("landed %d episode(s), %d session(s), %d quarantine row(s)", res["episodes_added"], res["sessions_added"],
-             res["quarantined_added"])
+    log.info(
+        "landed %d episode(s), %d session(s), %d quarantine row(s)",
+        res["episodes_added"],
+        res["sessions_added"],
+        res["quarantined_added"],
+    )
     return res

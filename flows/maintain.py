@@ -22,7 +22,7 @@ def maintain_task(lake: str, retain_hours: int, compact: bool, vacuum: bool) -> 
 
 @task
 def check_task(lake: str, media: bool) -> dict[str, Any]:
-    from storage.check import check_lake
+    from validators.lake_check import check_lake
 
     return check_lake(Lake.open(lake), media=media).as_dict()
 
@@ -31,7 +31,7 @@ def check_task(lake: str, media: bool) -> dict[str, Any]:
 def maintain_flow(lake: str | None = None, retain_hours: int = 168, compact: bool = True, vacuum: bool = True,
                   check: bool = True, media: bool = True) -> dict[str, Any]:  # fmt: skip
     """Compact + vacuum every table of `lake` (default: settings), then run `flywheel check`'s invariants."""
-    from flywheel.settings import get_settings
+    from core.settings import get_settings
 
     log = get_run_logger()
     lake_uri = lake or get_settings().lake

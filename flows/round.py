@@ -16,8 +16,17 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from flows.stages import TRAIN_STAGES, RoundConfig, RoundContext, RoundStateError, next_round, pending_stages, round_state, run_stage
-from flywheel.settings import get_settings
+from core.settings import get_settings
+from flows.stages import (
+    TRAIN_STAGES,
+    RoundConfig,
+    RoundContext,
+    RoundStateError,
+    next_round,
+    pending_stages,
+    round_state,
+    run_stage,
+)
 from storage.lake import Lake
 from storage.lock import LakeLock
 
@@ -31,13 +40,17 @@ def _ctx(lake: str, round: int, landing: str | None, cfg: RoundConfig | None) ->
 def _publish_summary(round: int) -> Callable[[dict[str, Any]], None]:
     def publish(info: dict[str, Any]) -> None:
         link = f"\n\nDashboard: file://{info['dashboard']}" if info.get("dashboard") else ""
-        create_markdown_artifact(info["markdown"] + link, key=f"flywheel-round-{round}", description=f"Flywheel round {round}")
+        create_markdown_artifact(
+            info["markdown"] + link, key=f"flywheel-round-{round}", description=f"Flywheel round {round}"
+        )
 
     return publish
 
 
 @task(task_run_name="round {round}: {stage}")
-def stage_task(lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None) -> dict[str, Any]:
+def stage_task(
+    lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None
+) -> dict[str, Any]:
     """One stage; the summary stage also publishes the round's markdown artifact (part of the stage, so a Prefect
     API that is down when it is published fails the stage, and the task's retries ride out a short outage)."""
     publish = _publish_summary(round) if stage == "summary" else None
@@ -47,7 +60,9 @@ def stage_task(lake: str, round: int, stage: str, landing: str | None, cfg: Roun
 
 
 @flow(name="train-stage")
-def train_stage(lake: str, round: int, stage: str, landing: str | None = None, cfg: RoundConfig | None = None) -> dict[str, Any]:
+def train_stage(
+    lake: str, round: int, stage: str, landing: str | None = None, cfg: RoundConfig | None = None
+) -> dict[str, Any]:
     """One training stage of a round, as its own flow: the deployment a GPU work pool can pick up."""
     if stage not in TRAIN_STAGES:
         raise ValueError(f"{stage!r} is not a training stage ({', '.join(TRAIN_STAGES)})")
@@ -59,7 +74,9 @@ def _run_training_deployment(name: str, lake: str, round: int, stage: str, landi
 
     fr = run_deployment(name=name, parameters={"lake": lake, "round": round, "stage": stage, "landing": landing})
     if not fr.state or not fr.state.is_completed():
-        raise RuntimeError(f"training deployment {name} ended {fr.state.name if fr.state else 'without a state'} in round {round} stage {stage}")
+        raise RuntimeError(
+            f"training deployment {name} ended {fr.state.name if fr.state else 'without a state'} in round {round} stage {stage}"
+        )
     return fr.state.result()
 
 
@@ -116,7 +133,9 @@ def prefect_api_failure(e: BaseException) -> str | None:
     x: BaseException | None = e
     while x is not None and id(x) not in seen and api:
         seen.add(id(x))
-        if isinstance(x, httpx.TransportError) or (isinstance(x, httpx.HTTPStatusError) and x.response.status_code >= 500):
+        if isinstance(x, httpx.TransportError) or (
+            isinstance(x, httpx.HTTPStatusError) and x.response.status_code >= 500
+        ):
             try:
                 url = str(x.request.url)
             except RuntimeError:  # an httpx error raised without its request

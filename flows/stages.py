@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ def pending_stages(lake: Lake, round: int, cfg: RoundConfig) -> list[str]:
 def mark(lake: Lake, round: int, stage: str, status: str, **info: Any) -> None:
     from validators.routing import update_round
 
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     before = {k: v for k, v in stage_status(lake, round).get(stage, {}).items() if k != "error"}  # a retry's old error
     entry = {**before, "status": status, **info}
     entry["started_at" if status == "running" else "finished_at"] = now
@@ -107,8 +107,10 @@ def next_round(lake: Lake, cfg: RoundConfig) -> int:
     rounds = sorted(set(lake.read("rounds", columns=["round"]).column("round").to_pylist()))
     for r in rounds:
         if stage_status(lake, r) and round_state(lake, r, cfg) == "incomplete":
-            raise RoundStateError(f"round {r} did not finish (pending: {', '.join(pending_stages(lake, r, cfg))}); "
-                                  f"run `flywheel round resume {r}`")
+            raise RoundStateError(
+                f"round {r} did not finish (pending: {', '.join(pending_stages(lake, r, cfg))}); "
+                f"run `flywheel round resume {r}`"
+            )
     done = rounds_done(lake)
     del pc
     return (max(done) + 1) if done else 0
@@ -144,7 +146,7 @@ def final_checkpoint(lake: Lake, round: int, cfg: RoundConfig) -> str | None:
             ck = st.get(s, {}).get("checkpoint")
             if ck:
                 return ck
-        round -= 1
+        round -= 1  # noqa: A001 - the round number, as everywhere
     return None
 
 

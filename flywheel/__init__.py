@@ -1,5 +1,6 @@
-"""Flywheel: an open data flywheel for training computer-use (GUI) agents."""
+"""Flywheel: an open data flywheel for training computer-use (GUI) agents. This package is the roof: the CLI
+(`flywheel.cli`) and the people-facing logic (`flywheel.people`); everything it uses lies below it."""
 
-__version__ = "0.1.0"
-#: Recorded on every row this code writes, for lineage.
-PIPELINE_VERSION = f"flywheel-{__version__}"
+from core import PIPELINE_VERSION, __version__
+
+__all__ = ["PIPELINE_VERSION", "__version__"]

@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from flywheel.console import console, fail
+from core.console import console, fail
 
 app = typer.Typer(
     name="flywheel",

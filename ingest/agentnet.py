@@ -22,7 +22,7 @@ STOP_WINDOW_S = 2.0  # a last hotkey this close before OBS stops is the recorder
 
 
 def _read_json(p: Path) -> Any:
-    from ingest.think_aloud import IngestError
+    from ingest.session import IngestError
 
     try:
         return json.loads(p.read_text())
@@ -46,9 +46,10 @@ def convert_event(r: dict[str, Any]) -> dict[str, Any]:
     return {**base, "type": str(a)}  # unknown: validation names it
 
 
-def read_agentnet(folder: Path, uri: str):  # noqa: ANN201 - returns ingest.think_aloud.SessionData
+def read_agentnet(folder: Path, uri: str):  # noqa: ANN201 - returns ingest.session.SessionData
+    from ingest.archives import folder_sha256
     from ingest.events import parse_jsonl
-    from ingest.think_aloud import IngestError, SessionData, folder_sha256
+    from ingest.session import IngestError, SessionData
 
     meta = _read_json(folder / "metadata.json")
     task = _read_json(folder / "task_name.json") if (folder / "task_name.json").is_file() else {}

@@ -62,7 +62,11 @@ def align(
     for i, ws in enumerate(buckets):
         if ws:
             text = " ".join(w.text for w in ws).strip()
-            out.append(AlignedSpeech(text, None, sum(w.probability for w in ws) / len(ws), sum(w.t_end - w.t_start for w in ws)))
+            out.append(
+                AlignedSpeech(
+                    text, None, sum(w.probability for w in ws) / len(ws), sum(w.t_end - w.t_start for w in ws)
+                )
+            )
         else:
             out.append(AlignedSpeech("", "hallucination" if halluc[i] else "no_speech", None, 0.0))
     with_thought = sum(1 for a in out if a.raw)

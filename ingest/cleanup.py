@@ -98,7 +98,10 @@ def guard(raw: str, cleaned: str) -> str | None:
 SYSTEM = "You clean up spoken notes. Remove filler words and false starts, fix casing and punctuation. Keep every fact and word meaning. Reply with the cleaned sentence only."
 FEW_SHOT = [
     ("um so I I need to uh click the the file menu", "So I need to click the file menu."),
-    ("okay and now i'll type- I'll type the name john into the box", "Okay, and now I'll type the name john into the box."),
+    (
+        "okay and now i'll type- I'll type the name john into the box",
+        "Okay, and now I'll type the name john into the box.",
+    ),
     ("hmm the save button is uh at the top right i think", "The save button is at the top right, I think."),
 ]
 
@@ -178,8 +181,12 @@ class EndpointGenerator:
         return f"endpoint:{self.model}"
 
     def __call__(self, raw: str) -> str:
-        body = json.dumps({"model": self.model, "messages": _messages(raw), "temperature": 0, "max_tokens": 128}).encode()
-        req = urllib.request.Request(self.url.rstrip("/") + "/chat/completions", body, {"Content-Type": "application/json"})
+        body = json.dumps(
+            {"model": self.model, "messages": _messages(raw), "temperature": 0, "max_tokens": 128}
+        ).encode()
+        req = urllib.request.Request(  # noqa: S310
+            self.url.rstrip("/") + "/chat/completions", body, {"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - the user's configured endpoint
             data = json.loads(r.read())
         return data["choices"][0]["message"]["content"].strip().split("\n")[0].strip()

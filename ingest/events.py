@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.errors import InputError
 from schemas.actions import Action
 
 EVENT_TYPES = ("mouse_move", "mouse_down", "mouse_up", "wheel", "key_down", "key_up")
@@ -52,13 +53,8 @@ ALIASES = {"return": "enter", "escape": "esc", "del": "delete", "space": " ", "s
            "page_down": "pagedown", "bksp": "backspace"}  # fmt: skip
 
 
-class EventError(ValueError):
+class EventError(InputError):
     """Events that cannot become actions; `code` is the quarantine error_type, `locator` says where."""
-
-    def __init__(self, code: str, message: str, locator: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.locator = locator
 
 
 @dataclass(frozen=True)
@@ -131,14 +127,20 @@ def validate(table: pa.Table, width: int, height: int) -> None:
     back = np.diff(tn) < 0
     if back.any():
         i = int(np.flatnonzero(back)[0]) + 1
-        raise EventError("events_out_of_order", f"event times go backwards ({tn[i - 1]:.3f} -> {tn[i]:.3f} s)",
-                         f"line {table.column('line')[i].as_py()}")
+        raise EventError(
+            "events_out_of_order",
+            f"event times go backwards ({tn[i - 1]:.3f} -> {tn[i]:.3f} s)",
+            f"line {table.column('line')[i].as_py()}",
+        )
     ty = table.column("type")
     unknown = pc.invert(pc.fill_null(pc.is_in(ty, pa.array(EVENT_TYPES)), False))
     if pc.any(unknown).as_py():
         idx = int(np.flatnonzero(unknown.to_numpy(zero_copy_only=False))[0])
-        raise EventError("event_unknown_type", f"unknown event type {ty[idx].as_py()!r}; known: {', '.join(EVENT_TYPES)}",
-                         f"line {table.column('line')[idx].as_py()}")
+        raise EventError(
+            "event_unknown_type",
+            f"unknown event type {ty[idx].as_py()!r}; known: {', '.join(EVENT_TYPES)}",
+            f"line {table.column('line')[idx].as_py()}",
+        )
     pointer = pc.is_in(ty, pa.array(["mouse_move", "mouse_down", "mouse_up", "wheel"]))
     for col, kinds in (("x", None), ("y", None), ("button", ("mouse_down", "mouse_up")), ("dx", ("wheel",)),
                        ("dy", ("wheel",)), ("key", ("key_down", "key_up"))):  # fmt: skip
@@ -219,7 +221,12 @@ def reduce_events(
             d = ("up" if dy > 0 else "down") if dy else ("right" if dx > 0 else "left") if dx else None
             if d is None:
                 continue
-            if scroll and scroll["dir"] == d and t - scroll["t1"] <= scroll_gap_s and math.dist((x, y), (scroll["x"], scroll["y"])) <= 50:
+            if (
+                scroll
+                and scroll["dir"] == d
+                and t - scroll["t1"] <= scroll_gap_s
+                and math.dist((x, y), (scroll["x"], scroll["y"])) <= 50
+            ):
                 scroll["t1"] = t
             else:
                 flush_scroll()
@@ -241,7 +248,11 @@ def reduce_events(
                 last_click = None
             elif button == "left":
                 a, b = px(x0, y0)
-                if last_click and t0 - last_click[0] <= double_click_s and math.dist(last_click[1:], (x0, y0)) <= drag_px:
+                if (
+                    last_click
+                    and t0 - last_click[0] <= double_click_s
+                    and math.dist(last_click[1:], (x0, y0)) <= drag_px
+                ):
                     prev = out.pop()
                     out.append(TimedAction(prev.t_start, t, Action("left_double", x=prev.action.x, y=prev.action.y)))
                     last_click = None

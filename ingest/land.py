@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
-from flywheel import PIPELINE_VERSION
-from flywheel.records import Episode, episodes_to_table
+from core import PIPELINE_VERSION
+from schemas.records import Episode, episodes_to_table
 from schemas.tables import QUARANTINE
 from storage.lake import Lake, content_id
 
@@ -40,7 +40,7 @@ class Quarantined:
             "error": self.error[:2000],
             "round": self.round,
             "pipeline_version": PIPELINE_VERSION,
-            "quarantined_at": datetime.now(timezone.utc),
+            "quarantined_at": datetime.now(UTC),
         }
 
 

@@ -85,7 +85,7 @@ def pseudonym(annotator_id: str | None, salt: str | None = None) -> str | None:
     if not annotator_id:
         return None
     if salt is None:
-        from flywheel.settings import get_settings
+        from core.settings import get_settings
 
         salt = get_settings().pseudonym_salt.get_secret_value()
     return "anon-" + hmac.new(salt.encode(), annotator_id.strip().lower().encode(), hashlib.sha256).hexdigest()[:16]

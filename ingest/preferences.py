@@ -13,14 +13,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from flywheel.records import Episode
+from schemas.records import Episode
 from schemas.tables import PREFERENCE_PAIRS
 from storage.lake import content_id
 
 
 def preference_pairs(episode: Episode) -> list[dict[str, Any]]:
     """PREFERENCE_PAIRS rows for every overridden step of one episode (none for accepted steps)."""
-    from training.prompt import Turn, render_answer, render_prompt
+    from schemas.prompt import Turn, render_answer, render_prompt
 
     rows: list[dict[str, Any]] = []
     history: list[Turn] = []

@@ -11,7 +11,7 @@ its line number and the error. Semantic problems (missing fields, reward out of 
 unknown actions) are found with vectorised masks. An unreadable action on the last step of an attempt that
 says termination=unreadable_action is not an error: it is a real failed attempt, kept with reward -1.
 
-Episode ids are `flywheel.records.Episode.content_hash`, computed here column-wise (`episode_ids`); a test
+Episode ids are `schemas.records.Episode.content_hash`, computed here column-wise (`episode_ids`); a test
 checks both agree. Actions are parsed column-wise with a regex that only accepts the canonical grammar forms
 (`parse_actions`); anything it cannot decide falls back to schemas.actions.parse_action for that row only.
 """
@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from flywheel import PIPELINE_VERSION
+from core import PIPELINE_VERSION
 from ingest.formats.rollouts import (
     REWARD_MAX,
     REWARD_MIN,
@@ -108,6 +108,7 @@ def parse_actions(actions: pa.Array) -> tuple[dict[str, pa.Array], np.ndarray, l
         "x": pc.cast(_nonempty(pt.field("x")), pa.int32()),
         "y": pc.cast(_nonempty(pt.field("y")), pa.int32()),
     }
+
     def rows(*names: str) -> np.ndarray:
         return np.flatnonzero(ok & _np(pc.is_in(kind, value_set=pa.array(names)), False).astype(bool))
 
@@ -122,9 +123,13 @@ def parse_actions(actions: pa.Array) -> tuple[dict[str, pa.Array], np.ndarray, l
     idx = np.concatenate([t[0] for t in texts])
     cols["text"] = _scatter(n, idx, pa.concat_arrays([t[1] for t in texts]), pa.string())
     hk = rows("hotkey")
-    cols["key"] = _scatter(n, hk, pc.utf8_slice_codeunits(actions.take(pa.array(hk)), len(_VALUE_PREFIX["hotkey"]), -2), pa.string())
+    cols["key"] = _scatter(
+        n, hk, pc.utf8_slice_codeunits(actions.take(pa.array(hk)), len(_VALUE_PREFIX["hotkey"]), -2), pa.string()
+    )
     sc = rows("scroll")
-    cols["direction"] = _scatter(n, sc, pc.extract_regex(actions.take(pa.array(sc)), _DIRECTION).field("d"), pa.string())
+    cols["direction"] = _scatter(
+        n, sc, pc.extract_regex(actions.take(pa.array(sc)), _DIRECTION).field("d"), pa.string()
+    )
     for c in ("x", "y", "x2", "y2"):
         ok &= ~_np(pc.greater(cols[c], MAX_COORD), False)  # parse_action refuses these: let it say why
     errors: list[str | None] = [None] * n
@@ -256,7 +261,9 @@ def convert(
 
     # required fields
     for name in ("task_id", "group_id", "attempt", "policy_version", "instruction", "steps", "termination"):
-        flag(_np(t.column(name).is_null(), False), "missing_field", lambda i, name=name: f"missing required field {name}")
+        flag(
+            _np(t.column(name).is_null(), False), "missing_field", lambda i, name=name: f"missing required field {name}"
+        )
     flag(_np(pc.less(t.column("attempt"), 0), False), "wrong_type", lambda i: "attempt must be a non-negative integer")
     term = t.column("termination")
     flag(
@@ -266,7 +273,11 @@ def convert(
     )
     reward = t.column("reward")
     in_range = pc.and_(pc.greater_equal(reward, REWARD_MIN), pc.less_equal(reward, REWARD_MAX))  # NaN -> false
-    flag(~_np(in_range, True), "reward_out_of_range", lambda i: f"reward {reward[i].as_py()!r} is outside [{REWARD_MIN:g}, {REWARD_MAX:g}]")
+    flag(
+        ~_np(in_range, True),
+        "reward_out_of_range",
+        lambda i: f"reward {reward[i].as_py()!r} is outside [{REWARD_MIN:g}, {REWARD_MAX:g}]",
+    )
 
     # steps, flattened: one row per step, with its episode index
     n_steps_arr = _np(pc.list_value_length(steps), 0).astype(np.int64)
@@ -308,16 +319,30 @@ def convert(
         if problem[i] is None:
             err = errors[s] or "unreadable action"
             code = "unknown_action_kind" if "unknown action kind" in err else "bad_action"
-            problem[i] = (code, f"step {s - offsets[i]}: {err} (only the last step of an unreadable_action attempt may be unreadable)")
+            problem[i] = (
+                code,
+                f"step {s - offsets[i]}: {err} (only the last step of an unreadable_action attempt may be unreadable)",
+            )
     # unreadable_action attempts score -1 (UI-TARS-2) and did not pass
     r_np = _np(reward, np.nan)
     passed_np = _np(t.column("passed"), False)
     mismatch = unreadable_term & ((~np.isnan(r_np) & (r_np != REWARD_UNREADABLE)) | passed_np)
-    flag(mismatch, "reward_mismatch", lambda i: f"termination unreadable_action must have reward {REWARD_UNREADABLE:g} and passed false")
+    flag(
+        mismatch,
+        "reward_mismatch",
+        lambda i: f"termination unreadable_action must have reward {REWARD_UNREADABLE:g} and passed false",
+    )
 
     good = np.array([p is None for p in problem], dtype=bool)
     quarantined = [
-        Quarantined(SOURCE, landed_uri, p[0], f"{locator} {int(lines[i])}: {p[1]}", locator=f"{locator} {int(lines[i])}", round=round)
+        Quarantined(
+            SOURCE,
+            landed_uri,
+            p[0],
+            f"{locator} {int(lines[i])}: {p[1]}",
+            locator=f"{locator} {int(lines[i])}",
+            round=round,
+        )
         for i, p in enumerate(problem)
         if p is not None
     ]
@@ -340,7 +365,9 @@ def convert(
     lp = sc("logprob_sum")
     if len(tok_g):  # logprob_sum defaults to the sum of the token log-probabilities
         tv = pc.list_flatten(tok_g)
-        sums = np.bincount(np.asarray(pc.list_parent_indices(tok_g).to_numpy()), weights=_np(tv, 0.0), minlength=len(tok_g))
+        sums = np.bincount(
+            np.asarray(pc.list_parent_indices(tok_g).to_numpy()), weights=_np(tv, 0.0), minlength=len(tok_g)
+        )
         lp = pc.coalesce(lp, pa.array(sums, mask=~_np(tok_g.is_valid(), False)))
     thought = pc.fill_null(sc("thought"), "")
     step_cols = {
@@ -368,8 +395,16 @@ def convert(
     session_id = pc.coalesce(run_id, pc.binary_join_element_wise("rollout:", tg.column("policy_version"), ""))
     source = _const(SOURCE, ng)
     ids = episode_ids(
-        source, session_id, tg.column("task_id"), tg.column("instruction"), tg.column("attempt"), tg.column("group_id"),
-        pa.array(g_offsets), step_cols["action"], thought, step_cols["screenshot_sha256"],
+        source,
+        session_id,
+        tg.column("task_id"),
+        tg.column("instruction"),
+        tg.column("attempt"),
+        tg.column("group_id"),
+        pa.array(g_offsets),
+        step_cols["action"],
+        thought,
+        step_cols["screenshot_sha256"],
     )
     term_g = tg.column("termination")
     unread_g = pc.equal(term_g, "unreadable_action")
@@ -378,13 +413,15 @@ def convert(
     has_steps = pa.array(g_offsets[1:] > g_offsets[:-1])
     if len(sidx):
         from_last = pc.if_else(
-            pc.and_(has_steps, pc.equal(last_kind.take(last_pos), "finished")), last_text.take(last_pos), pa.scalar(None, pa.string())
+            pc.and_(has_steps, pc.equal(last_kind.take(last_pos), "finished")),
+            last_text.take(last_pos),
+            pa.scalar(None, pa.string()),
         )
     else:
         from_last = pa.nulls(ng, pa.string())
     meta_prefix = json.dumps({"file": file_session or landed_uri})[:-1] + f', "{locator}": '
     meta = pc.binary_join_element_wise(meta_prefix, pc.cast(pa.array(lines[good]), pa.string()), "}", "")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     cols = {
         "episode_id": ids,
         "session_id": session_id,
@@ -457,7 +494,9 @@ def _read(data: bytes | bytearray) -> pa.Table:
         data.decode("utf-8")
     except UnicodeDecodeError:
         raise pa.ArrowInvalid("a line is not valid UTF-8") from None
-    return pj.read_json(pa.BufferReader(pa.py_buffer(data)), parse_options=_PARSE, read_options=pj.ReadOptions(block_size=16 << 20))
+    return pj.read_json(
+        pa.BufferReader(pa.py_buffer(data)), parse_options=_PARSE, read_options=pj.ReadOptions(block_size=16 << 20)
+    )
 
 
 def _line_numbers(data: bytes | bytearray, first_line: int, n_rows: int, n_newlines: int | None = None) -> np.ndarray:
@@ -519,7 +558,9 @@ def parse_block(
     return t, nums, bad
 
 
-def iter_jsonl_blocks(f: io.BufferedIOBase, block_bytes: int, hasher: Any = None) -> Iterator[tuple[int, bytearray, int]]:
+def iter_jsonl_blocks(
+    f: io.BufferedIOBase, block_bytes: int, hasher: Any = None
+) -> Iterator[tuple[int, bytearray, int]]:
     """Yield (first line number, whole lines, number of newlines) blocks of about block_bytes (plus the rest of
     the last line), reading each byte once into the buffer that is parsed: no copies of the block."""
     line = 1
@@ -631,7 +672,7 @@ def ingest_rollout_file(
         "n_actions": n_steps,
         "problems": [f"{k} x{v}" for k, v in sorted(codes.items())],
         "pipeline_version": PIPELINE_VERSION,
-        "ingested_at": datetime.now(timezone.utc),
+        "ingested_at": datetime.now(UTC),
     }
     res.__iadd__(land(lake, None, [session], None))
     return RolloutIngest(uri, sid, res, n_steps, codes)
@@ -661,6 +702,12 @@ def _conform_parquet(t: pa.Table, uri: str, round: int) -> pa.Table | Quarantine
         try:
             cols.append(t.column(f.name).cast(f.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            return Quarantined(SOURCE, uri, "wrong_type", f"column {f.name}: {t.column(f.name).type} is not {f.type}: {e}", locator="file", round=round)
+            return Quarantined(
+                SOURCE,
+                uri,
+                "wrong_type",
+                f"column {f.name}: {t.column(f.name).type} is not {f.type}: {e}",
+                locator="file",
+                round=round,
+            )
     return pa.Table.from_arrays(cols, schema=ROLLOUT)
-

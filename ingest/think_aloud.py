@@ -15,51 +15,41 @@ import hashlib
 import io
 import json
 import math
-import tarfile
 import tempfile
-import zipfile
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flywheel import PIPELINE_VERSION
-from flywheel.records import Episode, Step
+from core import PIPELINE_VERSION
 from ingest import align as align_mod
 from ingest import cleanup as cleanup_mod
+from ingest.archives import (  # re-exported: callers name them as think_aloud's
+    DEFAULT_MAX_BUNDLE_BYTES,
+    check_member,
+    discover,
+    folder_sha256,
+    kind_of,
+    open_input,
+)
 from ingest.asr import AsrConfig, AudioError, Transcript, load_audio, transcribe
 from ingest.events import EventError, parse_jsonl, reduce_events, to_table, validate
 from ingest.formats.bundle import MANIFEST, BundleManifest, load_schema
 from ingest.land import LandResult, Quarantined, land
 from ingest.pii import pseudonym, redact, redact_obj
+from ingest.session import IngestError, SessionData
 from ingest.video import VideoError, frames_before, probe
 from schemas.actions import Action, ActionError, format_action
+from schemas.records import Episode, Step
 from storage.errors import LakeError
 from storage.lake import Lake
 
 SOURCE = "think_aloud"
-DEFAULT_MAX_BUNDLE_BYTES = 2 * 1024**3
-#: Unpacked / packed size beyond which a member (zip) or the whole archive (tar.gz) is a decompression bomb; real
-#: bundles (audio, PNG, video, JSON) stay far below (the same bound as `flywheel upload`'s check).
-MAX_ARCHIVE_RATIO = 200.0
-MAX_ARCHIVE_MEMBERS = 20_000
-_RATIO_FLOOR = 1024**2  # small members may compress well (a blank screenshot): only bigger ones are judged
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
 _round = builtins.round  # the public functions take a `round` (flywheel round) argument
-
-
-class IngestError(ValueError):
-    """A session that cannot land; `code` becomes the quarantine error_type."""
-
-    def __init__(self, code: str, message: str, locator: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.locator = locator
 
 
 @dataclass(frozen=True)
@@ -73,27 +63,11 @@ class IngestOptions:
 
     @classmethod
     def from_settings(cls, settings: Any = None, **kw: Any) -> IngestOptions:
-        from flywheel.settings import get_settings
+        from core.settings import get_settings
 
         s = settings or get_settings()
         base = cls(AsrConfig.from_settings(s), s.cleanup_backend, s.llm_model, salt=s.pseudonym_salt.get_secret_value())
         return replace(base, **kw)
-
-
-@dataclass
-class SessionData:
-    """One session read from disk, on the session clock, before any model ran."""
-
-    uri: str
-    folder: Path
-    kind: str  # bundle | agentnet
-    manifest: BundleManifest
-    events: pa.Table
-    content_sha256: str
-    problems: list[str] = field(default_factory=list)
-    drop_after: float | None = None  # actions starting after this are recorder control (AgentNet stop hotkey)
-    validate_size: tuple[int, int] | None = None  # screen extent for the on-screen check, when it differs
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,111 +83,6 @@ class Outcome:
     @property
     def session_id(self) -> str | None:
         return None if self.session_row is None else self.session_row["session_id"]
-
-
-# --- discovery and safe opening -----------------------------------------------------------------------------------
-
-
-def is_archive(p: Path) -> bool:
-    return p.name.lower().endswith(ARCHIVE_SUFFIXES)
-
-
-def kind_of(folder: Path) -> str | None:
-    if (folder / MANIFEST).is_file():
-        return "bundle"
-    if (folder / "events.jsonl").is_file() and (folder / "metadata.json").is_file():
-        return "agentnet"
-    return None
-
-
-def discover(paths: Iterable[str | Path]) -> list[Path]:
-    """Inputs under the given paths: bundles (folders/archives), AgentNet folders, or landing folders of them."""
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if not p.exists():
-            raise ValueError(f"{p} does not exist")
-        if p.is_file() or kind_of(p):
-            out.append(p)
-            continue
-        out += sorted(c for c in p.iterdir() if not c.name.startswith("."))
-    return out
-
-
-def _check_member(name: str) -> None:
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
-        raise IngestError("archive_absolute_path", f"archive member {name!r} has an absolute path", name)
-    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        raise IngestError("archive_path_traversal", f"archive member {name!r} escapes the bundle with '..'", name)
-
-
-def _check_bomb(n_members: int, sizes: list[tuple[str, int, int]]) -> None:
-    """Refuse decompression bombs before extracting: too many members, or (name, unpacked, packed) too skewed."""
-    if n_members > MAX_ARCHIVE_MEMBERS:
-        raise IngestError("archive_too_many_files", f"archive holds {n_members:,} members, over the {MAX_ARCHIVE_MEMBERS:,} limit")
-    for name, unpacked, packed in sizes:
-        if unpacked > _RATIO_FLOOR and unpacked > MAX_ARCHIVE_RATIO * max(packed, 1):
-            raise IngestError("archive_bomb", f"{name!r} unpacks {unpacked / max(packed, 1):,.0f}x its packed size "
-                              f"(limit {MAX_ARCHIVE_RATIO:.0f}x): a decompression bomb", name)  # fmt: skip
-
-
-def open_input(path: Path, workdir: Path, max_bytes: int = DEFAULT_MAX_BUNDLE_BYTES) -> Path:
-    """The input as a folder: archives are checked (paths, links, sizes) before anything is extracted."""
-    if path.is_dir():
-        return path
-    if not is_archive(path):
-        raise IngestError("unknown_input", f"{path.name} is neither a bundle folder nor a .zip/.tar.gz archive")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise IngestError("archive_too_large", f"archive is {size:,} bytes, over the {max_bytes:,} byte limit")
-    dst = workdir / "x"
-    dst.mkdir(parents=True)
-    try:
-        if path.name.lower().endswith(".zip"):
-            with zipfile.ZipFile(path) as z:
-                infos = z.infolist()
-                for i in infos:
-                    _check_member(i.filename)
-                    if (i.external_attr >> 16) & 0o170000 == 0o120000:
-                        raise IngestError("archive_link", f"archive member {i.filename!r} is a symbolic link", i.filename)
-                total = sum(i.file_size for i in infos)
-                if total > max_bytes:
-                    raise IngestError("archive_too_large", f"archive unpacks to {total:,} bytes, over the {max_bytes:,} limit")
-                _check_bomb(len(infos), [(i.filename, i.file_size, i.compress_size) for i in infos])
-                z.extractall(dst)
-        else:
-            with tarfile.open(path, "r:gz") as t:
-                members = t.getmembers()
-                for m in members:
-                    _check_member(m.name)
-                    if not (m.isfile() or m.isdir()):
-                        raise IngestError("archive_link", f"archive member {m.name!r} is a link or device", m.name)
-                total = sum(m.size for m in members)
-                if total > max_bytes:
-                    raise IngestError("archive_too_large", f"archive unpacks to {total:,} bytes, over the {max_bytes:,} limit")
-                _check_bomb(len(members), [(path.name, total, size)])  # one gzip stream: judge the whole archive
-                t.extractall(dst, filter="data")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError) as e:
-        # zlib.error: corrupt deflate data; NotImplementedError: an unknown compression method; RuntimeError: encrypted
-        raise IngestError("archive_corrupt", f"cannot read the archive: {type(e).__name__}: {str(e)[:200]}") from None
-    # an archive may hold the bundle at its root or inside one top folder
-    if kind_of(dst) is None:
-        subs = [c for c in dst.iterdir() if c.is_dir()]
-        if len(subs) == 1 and kind_of(subs[0]):
-            return subs[0]
-    return dst
-
-
-def folder_sha256(folder: Path) -> str:
-    """Content hash of a bundle: relative paths and bytes of every file (archive or folder give the same)."""
-    h = hashlib.sha256()
-    for p in sorted(q for q in folder.rglob("*") if q.is_file()):
-        h.update(p.relative_to(folder).as_posix().encode() + b"\0")
-        with p.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        h.update(b"\1")
-    return h.hexdigest()
 
 
 def _inside(folder: Path, rel: str, what: str) -> Path:
@@ -284,12 +153,16 @@ def _screen_size(s: SessionData) -> tuple[int, int]:
     if m.screenshots:
         p = _inside(s.folder, m.screenshots[0].file, "screenshot")
         if not p.is_file():
-            raise IngestError("screenshot_missing", f"screenshot {m.screenshots[0].file} is missing", m.screenshots[0].file)
+            raise IngestError(
+                "screenshot_missing", f"screenshot {m.screenshots[0].file} is missing", m.screenshots[0].file
+            )
         try:
             with Image.open(p) as im:
                 return im.size
         except _image_errors() as e:
-            raise IngestError("screenshot_corrupt", f"screenshot {m.screenshots[0].file}: {str(e)[:120]}", m.screenshots[0].file) from None
+            raise IngestError(
+                "screenshot_corrupt", f"screenshot {m.screenshots[0].file}: {str(e)[:120]}", m.screenshots[0].file
+            ) from None
     info = probe(_inside(s.folder, m.video or "", "video"))
     if info.width <= 0 or info.height <= 0:
         raise IngestError("video_no_frames", "the video stream has no frame size")
@@ -320,7 +193,9 @@ def _bundle_shots(s: SessionData, times: Sequence[float]) -> list[bytes]:
                 with Image.open(io.BytesIO(data)) as im:
                     im.load()
             except _image_errors() as e:
-                raise IngestError("screenshot_corrupt", f"screenshot {rel} does not decode: {str(e)[:120]}", rel) from None
+                raise IngestError(
+                    "screenshot_corrupt", f"screenshot {rel} does not decode: {str(e)[:120]}", rel
+                ) from None
             cache[rel] = data
         out.append(cache[rel])
     return out
@@ -377,7 +252,11 @@ def speech_for(s: SessionData, opts: IngestOptions) -> Transcript | None:
                                   f"{m.transcript}:{r['line']}") from None  # fmt: skip
             words = text.split()
             dt = (b - a) / max(1, len(words))
-            segs.append(Segment(a, b, text, 1.0, 0.0, tuple(Word(a + i * dt, a + (i + 1) * dt, w, 1.0) for i, w in enumerate(words))))
+            segs.append(
+                Segment(
+                    a, b, text, 1.0, 0.0, tuple(Word(a + i * dt, a + (i + 1) * dt, w, 1.0) for i, w in enumerate(words))
+                )
+            )
         return Transcript("transcript.jsonl", "en", 0.0, tuple(segs))
     return None
 
@@ -463,7 +342,7 @@ def build_episode(
             **s.meta,
         }
     )
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ep = Episode(
         session_id=m.session_id,
         source=SOURCE,
@@ -481,7 +360,9 @@ def build_episode(
         meta=meta,
         ingested_at=now,
     )
-    end = max([a.t_end for a in actions] + [transcript.duration_s + m.offset("audio") if transcript and m.audio else 0.0])
+    end = max(
+        [a.t_end for a in actions] + [transcript.duration_s + m.offset("audio") if transcript and m.audio else 0.0]
+    )
     row = {
         "session_id": m.session_id,
         "source": SOURCE,
@@ -544,12 +425,25 @@ def process_input(
             out.session_row = row
         except ERRORS as e:
             out.quarantined.append(Quarantined(SOURCE, uri, e.code, str(e), getattr(e, "locator", None), round))
-        except ActionError as e:  # e.g. a hotkey with a quote key (ctrl+'): the grammar cannot write it (found by fuzzing)
-            out.quarantined.append(Quarantined(SOURCE, uri, "action_unrepresentable", f"an action cannot be written in the grammar: {e}", None, round))
+        except (
+            ActionError
+        ) as e:  # e.g. a hotkey with a quote key (ctrl+'): the grammar cannot write it (found by fuzzing)
+            out.quarantined.append(
+                Quarantined(
+                    SOURCE,
+                    uri,
+                    "action_unrepresentable",
+                    f"an action cannot be written in the grammar: {e}",
+                    None,
+                    round,
+                )
+            )
         except LakeError:
             raise
         except Exception as e:  # noqa: BLE001 - an unforeseen failure on one input must not stop the batch
-            out.quarantined.append(Quarantined(SOURCE, uri, "internal_error", f"{type(e).__name__}: {str(e)[:500]}", None, round))
+            out.quarantined.append(
+                Quarantined(SOURCE, uri, "internal_error", f"{type(e).__name__}: {str(e)[:500]}", None, round)
+            )
     return out
 
 
@@ -611,7 +505,7 @@ def stage_landing(landing: str, workdir: Path) -> list[tuple[Path, str]]:
         if data is None:
             continue
         dst = workdir / rel
-        _check_member(rel)
+        check_member(rel)
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_bytes(data)
     root = landing.rstrip("/")

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.errors import InputError
 
-class VideoError(ValueError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+
+class VideoError(InputError):
+    """Video input that cannot be used; `code` is the quarantine error_type."""
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,11 @@ _T: dict[str, tuple[str, ...]] = {
         "The list is sorted by name and shows '{3[0]}' to '{3[1]}'; '{1}' comes {4}, so I scroll {0}.",
         "'{1}' isn't among the visible rows ('{3[0]}' to '{3[1]}'). Scrolling the list {0}.",
     ),
-    "click": ("There is the '{1}' button. Clicking it.", "I can see '{1}'; I'll press it.", "'{1}' is right there. Click."),
+    "click": (
+        "There is the '{1}' button. Clicking it.",
+        "I can see '{1}'; I'll press it.",
+        "'{1}' is right there. Click.",
+    ),
     "focus": ("Now the {0} field: I click into it to enter '{1}'.", "Next is {0}; clicking the box first."),
     "type": ("Typing '{1}'.", "I type '{1}' into {0}."),
     "type_rest": ("{0} already starts with '{2}'; I just add the rest.",),
@@ -76,8 +80,14 @@ _T: dict[str, tuple[str, ...]] = {
     "command": ("And finally the '{1}' item.", "There it is: '{1}'. Clicking it to run {0}."),
     "open_item": ("There is '{0}'. Opening it.", "Found '{0}' in the list; I click it."),
     "answer": ("The {0} reads {1}. That's the answer.", "I can read it off the screen: {0} is {1}."),
-    "answer_count": ("I've seen every row now: {1} orders are '{0}'.", "That was the whole list. {1} of them are '{0}'."),
-    "count": ("So far I count {1} '{0}' orders. Scrolling down for more.", "{1} '{0}' orders up to here; the list goes on."),
+    "answer_count": (
+        "I've seen every row now: {1} orders are '{0}'.",
+        "That was the whole list. {1} of them are '{0}'.",
+    ),
+    "count": (
+        "So far I count {1} '{0}' orders. Scrolling down for more.",
+        "{1} '{0}' orders up to here; the list goes on.",
+    ),
     "count_top": ("The list isn't at the top. I scroll up first so that I count every row.",),
 }
 
@@ -204,7 +214,13 @@ class Novice(Expert):
             if target is None or s.stack:
                 return None
             for px, py in ((target.x + target.w + 5, target.cy), (target.cx, target.y - 5), (target.x - 6, target.cy)):
-                if 0 <= px < s.width and 0 <= py < s.height and s.hit(px, py) is None and not s.menu_path and s.open_dropdown is None:
+                if (
+                    0 <= px < s.width
+                    and 0 <= py < s.height
+                    and s.hit(px, py) is None
+                    and not s.menu_path
+                    and s.open_dropdown is None
+                ):
                     self.pending = ("near_miss", (f"({px}, {py})", target.name))
                     th = expert_thought(rng, m)
                     return th, format_action(Action("click", x=px, y=py)), "near_miss", False
@@ -240,7 +256,7 @@ class Novice(Expert):
                 return f"Now I click into the {m.why[1]} field.", click(e), "wrong_focus", False
             return near_miss()
         if code in ("type", "type_rest"):
-            field, value = m.why[1], m.why[2]
+            value = m.why[2]
             typed = _typo(rng, m.text or "")
             if typed == (m.text or ""):
                 return None

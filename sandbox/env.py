@@ -3,7 +3,7 @@
     env = Env(task)                      # or Env(task, screenshots=True) to render a PNG with every observation
     obs = env.reset()                    # Observation(text, screenshot, step, width, height)
     r = env.step("click(point='<point>120 88</point>')")   # StepResult(observation, reward, done, info)
-    v = env.verify()                     # flywheel.records.Verdict(passed, reason, score, details)
+    v = env.verify()                     # schemas.records.Verdict(passed, reason, score, details)
 
 An episode ends when the agent says finished(content=...), when the task reaches a terminal state (its goal,
 or an irreversible wrong commit such as pressing the wrong button), at the task's step limit, or on an
@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flywheel.records import Verdict
 from sandbox.goals import Goal
 from sandbox.screen import Screen
 from sandbox.tasks import Task, build
 from schemas.actions import Action, ActionError, check_on_screen, parse_action
+from schemas.records import Verdict
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,9 @@ class Env:
     def _end(self, outcome: str, info: dict[str, Any], fail: Verdict | None = None) -> StepResult:
         self.done, self.outcome, self._fail = True, outcome, fail
         v = self.verify()
-        reward = -1.0 if fail is not None and fail.reason in ("unreadable_action", "off_screen_action") else float(v.passed)
+        reward = (
+            -1.0 if fail is not None and fail.reason in ("unreadable_action", "off_screen_action") else float(v.passed)
+        )
         info.update(outcome=outcome, passed=v.passed, reason=v.reason)
         self._obs = self._observe()
         return StepResult(self._obs, reward, True, info)
@@ -91,7 +93,9 @@ class Env:
     def step(self, action: str) -> StepResult:
         """Apply one action string. Never raises on bad input; see the module docstring for rewards."""
         if self.done:
-            return StepResult(self._obs, 0.0, True, {"error": "the episode is over; call reset()", "outcome": self.outcome})
+            return StepResult(
+                self._obs, 0.0, True, {"error": "the episode is over; call reset()", "outcome": self.outcome}
+            )
         self.n_steps += 1
         info: dict[str, Any] = {"step": self.n_steps, "error": None}
         try:

@@ -27,7 +27,12 @@ from schemas.actions import ActionError, parse_action
 #: The app and platform written into every export (another backend passes its own: sandbox/miniwob/export.py).
 APP, PLATFORM = "flywheel-sandbox", "sandbox"
 
-TERMINATION = {"finished": "finished", "ended": "finished", "step_limit": "step_limit", "unreadable_action": "unreadable_action"}
+TERMINATION = {
+    "finished": "finished",
+    "ended": "finished",
+    "step_limit": "step_limit",
+    "unreadable_action": "unreadable_action",
+}
 ANNOTATION_OUTCOME = {"finished": "finished", "ended": "ended", "step_limit": "step_limit"}
 
 
@@ -106,8 +111,14 @@ def write_annotations(
     platform: str = PLATFORM,
 ) -> Path:
     """Attempts run with demonstrators.Interactive -> one interactive-annotation session file."""
-    from ingest.formats.annotations import AnnotatedEpisode, AnnotatedStep, AnnotationSession, Override, write_annotation_session
-    from flywheel.records import Proposal
+    from ingest.formats.annotations import (
+        AnnotatedEpisode,
+        AnnotatedStep,
+        AnnotationSession,
+        Override,
+        write_annotation_session,
+    )
+    from schemas.records import Proposal
 
     eps = []
     for a in attempts:
@@ -124,9 +135,17 @@ def write_annotations(
         t = a.task
         eps.append(
             AnnotatedEpisode(
-                task_id=t.task_id, instruction=t.instruction, steps=tuple(steps), task_family=t.family,
-                difficulty=t.level, reference_answer=t.reference_answer, app=app, platform=platform,
-                screen_width=t.width, screen_height=t.height, outcome=ANNOTATION_OUTCOME.get(a.outcome, "unknown"),
+                task_id=t.task_id,
+                instruction=t.instruction,
+                steps=tuple(steps),
+                task_family=t.family,
+                difficulty=t.level,
+                reference_answer=t.reference_answer,
+                app=app,
+                platform=platform,
+                screen_width=t.width,
+                screen_height=t.height,
+                outcome=ANNOTATION_OUTCOME.get(a.outcome, "unknown"),
                 final_answer=a.final_answer,
             )  # fmt: skip
         )
@@ -151,8 +170,16 @@ def to_rollout(
     for i, s in enumerate(a.steps):
         lp_sum, lp_tok = logprobs[i] if logprobs is not None else (None, None)
         steps.append(
-            RolloutStep(action=s.action, thought=s.thought, observation=s.observation, t_start=s.t_start, t_end=s.t_end,
-                        logprob_sum=lp_sum, token_logprobs=tuple(lp_tok) if lp_tok is not None else None, reward=s.reward)  # fmt: skip
+            RolloutStep(
+                action=s.action,
+                thought=s.thought,
+                observation=s.observation,
+                t_start=s.t_start,
+                t_end=s.t_end,
+                logprob_sum=lp_sum,
+                token_logprobs=tuple(lp_tok) if lp_tok is not None else None,
+                reward=s.reward,
+            )  # fmt: skip
         )
     t = a.task
     return RolloutAttempt(

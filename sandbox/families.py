@@ -142,7 +142,9 @@ _FIELDS: dict[str, Callable[[random.Random], str]] = {
 }
 
 
-def _form(rng: random.Random, n_text: int, n_pre: int, n_drop: int, n_extra: int, tab: str | None) -> tuple[list[Widget], FormGoal, str]:
+def _form(
+    rng: random.Random, n_text: int, n_pre: int, n_drop: int, n_extra: int, tab: str | None
+) -> tuple[list[Widget], FormGoal, str]:
     labels = rng.sample(sorted(_FIELDS), n_text + n_extra)
     drops = rng.sample(sorted(V.DROPDOWNS), n_drop)
     ws: list[Widget] = []
@@ -165,12 +167,20 @@ def _form(rng: random.Random, n_text: int, n_pre: int, n_drop: int, n_extra: int
         values[w.key] = rng.choice(opts[1:])
         ws.append(w)
     rng.shuffle(ws)
-    submit, cancel = rng.choice((("Submit", "Cancel"), ("Save", "Discard"), ("Send", "Cancel"), ("Register", "Back"), ("Continue", "Cancel")))
+    submit, cancel = rng.choice(
+        (("Submit", "Cancel"), ("Save", "Discard"), ("Send", "Cancel"), ("Register", "Back"), ("Continue", "Cancel"))
+    )
     ws += [Widget("button", submit, effect="submit", tab=tab), Widget("button", cancel, tab=tab)]
     order = [w for w in ws if w.key in values]
     pairs = [f"{w.name} '{values[w.key]}'" for w in order]
     pairs_s = pairs[0] if len(pairs) == 1 else ", ".join(pairs[:-1]) + " and " + pairs[-1]
-    ins = rng.choice(("Fill in the form with {p}, then click '{s}'.", "Enter {p} and press '{s}'.", "Set {p}, then submit with '{s}'."))
+    ins = rng.choice(
+        (
+            "Fill in the form with {p}, then click '{s}'.",
+            "Enter {p} and press '{s}'.",
+            "Set {p}, then submit with '{s}'.",
+        )
+    )
     goal = FormGoal(values={w.key: values[w.key] for w in order}, submit=f"button:{submit}")
     return ws, goal, ins.format(p=pairs_s, s=submit)
 
@@ -213,7 +223,9 @@ def build_checkboxes(rng: random.Random, level: int, width: int, height: int) ->
         )
     )
     ins = ins.format(c=_q(want), v="is" if len(want) == 1 else "are", a=apply)
-    return Built(Screen(width, height, rng.choice(V.APPS), ws), CheckGoal(desired=desired, apply=f"button:{apply}"), ins)
+    return Built(
+        Screen(width, height, rng.choice(V.APPS), ws), CheckGoal(desired=desired, apply=f"button:{apply}"), ins
+    )
 
 
 # ---- follow a menu path -----------------------------------------------------------------------------------
@@ -257,7 +269,9 @@ def build_menu_path(rng: random.Random, level: int, width: int, height: int) -> 
     words = Widget("text", "Words", value=str(rng.randrange(100, 5000)))
     paths = [" > ".join(c) for c in commands]
     if n_cmds == 1:
-        ins = rng.choice(("Choose {p} from the menu.", "Use the menu: {p}.", "Run the menu command {p}.")).format(p=paths[0])
+        ins = rng.choice(("Choose {p} from the menu.", "Use the menu: {p}.", "Run the menu command {p}.")).format(
+            p=paths[0]
+        )
     else:
         ins = "Use the menus to run " + ", then ".join(paths) + "."
     screen = Screen(width, height, rng.choice(V.APPS), [doc, words], menus=tops)
@@ -288,10 +302,11 @@ def _file_names(rng: random.Random, n: int, target: str | None = None) -> list[s
 
 def _start_far_from(rng: random.Random, n: int, rows: int, t_row: int, mind: int) -> int:
     """A first visible row that hides t_row at least `mind` rows away (the farthest one if none is that far)."""
+
     def dist(s: int) -> int:
         return t_row - (s + rows - 1) if t_row >= s + rows else s - t_row if t_row < s else -1
 
-    starts = list(range(0, max(1, n - rows + 1)))
+    starts = list(range(max(1, n - rows + 1)))
     ok = [s for s in starts if dist(s) >= mind]
     return rng.choice(ok) if ok else max(starts, key=dist)
 
@@ -317,11 +332,15 @@ def build_scroll_find(rng: random.Random, level: int, width: int, height: int) -
     content = [folder, count, lw]
     if tabs:
         content = _facts(rng, 3, tabs[0]) + content
-    ins = rng.choice(("Open '{f}' from the file list.", "Find '{f}' in the list and open it.", "Scroll to '{f}' and open it."))
+    ins = rng.choice(
+        ("Open '{f}' from the file list.", "Find '{f}' in the list and open it.", "Scroll to '{f}' and open it.")
+    )
     ins = ins.format(f=target)
     if tabs:
         ins = f"On the {tab} tab: " + ins[0].lower() + ins[1:]
-    return Built(Screen(width, height, rng.choice(V.APPS), content, tabs=tabs), OpenGoal(list_key=lw.key, item=target), ins)
+    return Built(
+        Screen(width, height, rng.choice(V.APPS), content, tabs=tabs), OpenGoal(list_key=lw.key, item=target), ins
+    )
 
 
 # ---- a pop-up covers the target ---------------------------------------------------------------------------
@@ -395,7 +414,12 @@ def build_answer(rng: random.Random, level: int, width: int, height: int) -> Bui
         q = rng.choice(_QUESTIONS).format(l=t.name.lower())
         if tabs:
             q = f"On the {t.tab} tab: {q[0].lower()}{q[1:]}"
-        return Built(Screen(width, height, title, content, tabs=tabs), AnswerGoal(reference=t.value or "", source=t.key), q, t.value)
+        return Built(
+            Screen(width, height, title, content, tabs=tabs),
+            AnswerGoal(reference=t.value or "", source=t.key),
+            q,
+            t.value,
+        )
     tabs = rng.sample(V.TABS, 2) if level >= 4 else None
     tab = tabs[1] if tabs else None
     rows = _visible_rows(height, 1)
@@ -406,7 +430,9 @@ def build_answer(rng: random.Random, level: int, width: int, height: int) -> Bui
         items = [(p, f"${rng.randrange(2, 300)}.{rng.randrange(100):02d}") for p in prods]
         row = rng.randrange(rows, n)
         lw = Widget("list", "Products", span=2, items=items, visible_rows=rows, tab=tab)
-        q = rng.choice(("What is the price of '{p}'?", "How much does '{p}' cost?", "Find '{p}' in the list: what is its price?"))
+        q = rng.choice(
+            ("What is the price of '{p}'?", "How much does '{p}' cost?", "Find '{p}' in the list: what is its price?")
+        )
         q = q.format(p=items[row][0])
         goal = AnswerGoal(reference=items[row][1], source=lw.key, row=row)
         ref = items[row][1]
@@ -417,7 +443,9 @@ def build_answer(rng: random.Random, level: int, width: int, height: int) -> Bui
         status = rng.choice(V.STATUSES)
         ref = str(sum(1 for _, s in items if s == status))
         lw = Widget("list", "Orders", span=2, items=items, visible_rows=rows, tab=tab)
-        q = rng.choice(("How many orders in the list are '{s}'?", "Count the orders with status '{s}'.")).format(s=status)
+        q = rng.choice(("How many orders in the list are '{s}'?", "Count the orders with status '{s}'.")).format(
+            s=status
+        )
         goal = AnswerGoal(reference=ref, source=lw.key, count_value=status)
     content += [Widget("text", "Items", value=str(len(items)), tab=tab, key="text:items"), lw]
     if tabs:

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from flywheel.records import Verdict
 from sandbox.screen import Element, Screen
 from sandbox.widgets import Widget
 from schemas.actions import Action
+from schemas.records import Verdict
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def answers_match(got: str | None, ref: str) -> bool:
         return True
     num = re.compile(r"^[$€£]?-?[\d,]*\.?\d+%?$")
     if num.match(g) and num.match(r):
-        strip = lambda v: v.strip("$€£%").replace(",", "")  # noqa: E731
+        strip = lambda v: v.strip("$€£%").replace(",", "")
         try:
             return float(strip(g)) == float(strip(r)) and g[:1].isdigit() == r[:1].isdigit()
         except ValueError:
@@ -261,7 +261,7 @@ class FormGoal(Goal):
             if screen.select_all or not cur:
                 return Move("type", text=v, why=("type", w.name, v))
             if v.startswith(cur):
-                return Move("type", text=v[len(cur):], why=("type_rest", w.name, v, cur))
+                return Move("type", text=v[len(cur) :], why=("type_rest", w.name, v, cur))
             return Move("hotkey", key="ctrl a", why=("select_all", w.name, cur))
         w = screen.find(self.submit)
         assert w is not None
@@ -434,7 +434,9 @@ class AnswerGoal(Goal):
         lst = next(x for x in screen.elements() if x.kind == "list" and x.ref is w)
         if w.offset > 0 and 0 not in seen:
             return Move("scroll", point=(lst.cx, lst.cy), direction="up", why=("count_top", w.name))
-        return Move("scroll", point=(lst.cx, lst.cy), direction="down", why=("count", self.count_value, so_far, len(new)))
+        return Move(
+            "scroll", point=(lst.cx, lst.cy), direction="down", why=("count", self.count_value, so_far, len(new))
+        )
 
     def describe(self) -> str:
         return f"answer {self.reference} from {self.source} row {self.row} count {self.count_value}"

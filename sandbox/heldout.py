@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sandbox.families import FAMILIES, LEVELS
-from sandbox.tasks import Task, make_task
+from sandbox.tasks import DEFAULT_HEIGHT, DEFAULT_WIDTH, Task, make_task
 
 PATH = Path(__file__).with_name("heldout_seeds.json")
 PER_CELL = 8  # seeds per (family, level)
@@ -38,7 +38,9 @@ def heldout_fingerprints() -> frozenset[str]:
     return frozenset(e["fingerprint"] for e in _load()["tasks"])
 
 
-def heldout_tasks(per_cell: int | None = None, families: Sequence[str] | None = None, levels: Sequence[int] | None = None) -> list[Task]:
+def heldout_tasks(
+    per_cell: int | None = None, families: Sequence[str] | None = None, levels: Sequence[int] | None = None
+) -> list[Task]:
     """The held-out tasks (optionally the first `per_cell` seeds of each family x level cell), in file order."""
     d = _load()
     taken: dict[tuple[str, int], int] = {}
@@ -78,3 +80,37 @@ if __name__ == "__main__":
     if "--write" in sys.argv:
         PATH.write_text(json.dumps(generate(), indent=1) + "\n")
         print(f"wrote {PATH}")
+
+
+def training_tasks(
+    n: int,
+    seed: int = 0,
+    families: Sequence[str] | None = None,
+    levels: Sequence[int] | None = None,
+    width: int = DEFAULT_WIDTH,
+    height: int = DEFAULT_HEIGHT,
+) -> list[Task]:
+    """n training tasks, cycling over families and levels, with seeds drawn from `seed`.
+
+    Never returns a held-out task: neither a held-out (family, level, seed) nor a task whose content
+    fingerprint equals a held-out one (two seeds can generate the same easy task).
+    """
+    fams = list(families or FAMILIES)
+    lvls = list(levels or LEVELS)
+    keys, fps = heldout_keys(), heldout_fingerprints()
+    rng = random.Random(f"training/{seed}")
+    out: list[Task] = []
+    seen: set[str] = set()
+    i = 0
+    while len(out) < n:
+        fam, lvl = fams[i % len(fams)], lvls[(i // len(fams)) % len(lvls)]
+        i += 1
+        s = rng.randrange(2**31)
+        if (fam, lvl, s) in keys:
+            continue
+        t = make_task(fam, lvl, s, width, height)
+        if t.fingerprint in fps or t.fingerprint in seen:
+            continue
+        seen.add(t.fingerprint)
+        out.append(t)
+    return out

@@ -12,10 +12,10 @@ import multiprocessing as mp
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from flywheel.records import Verdict
 from sandbox.env import Env, Observation, StepResult
 from sandbox.rollout import Attempt, Policy, run_attempt
 from sandbox.tasks import Task
+from schemas.records import Verdict
 
 
 class VecEnv:

@@ -49,7 +49,9 @@ def render(screen: Screen) -> Image.Image:
             _text(d, r.x + r.w // 2, r.y + r.h // 2, m.name, anchor="mm")
     for t, r in zip(screen.tabs, screen.tab_rects):
         sel = t == screen.active_tab
-        d.rectangle((r.x, r.y, r.x + r.w - 1, r.y + r.h - 1), fill=(255, 255, 255) if sel else (226, 229, 234), outline=LINE)
+        d.rectangle(
+            (r.x, r.y, r.x + r.w - 1, r.y + r.h - 1), fill=(255, 255, 255) if sel else (226, 229, 234), outline=LINE
+        )
         if sel:
             d.line((r.x + 1, r.y + r.h - 1, r.x + r.w - 2, r.y + r.h - 1), fill=(255, 255, 255))
         _text(d, r.x + r.w // 2, r.y + r.h // 2, t, INK if sel else MUTED, "mm")
@@ -85,7 +87,9 @@ def _draw_panel(screen: Screen, d: ImageDraw.ImageDraw) -> None:
         elif w.role in ("textbox", "dropdown"):
             _text(d, x - w.label_w, cy, w.name, fg)
             focused = w is screen.focus or w is screen.open_dropdown
-            d.rectangle((x, y, x2, y2), fill=(255, 255, 255), outline=ACCENT if focused else LINE, width=2 if focused else 1)
+            d.rectangle(
+                (x, y, x2, y2), fill=(255, 255, 255), outline=ACCENT if focused else LINE, width=2 if focused else 1
+            )
             _text(d, x + 6, cy, (w.value or "") + ("|" if w is screen.focus else ""), fg)
             if w.role == "dropdown":
                 d.polygon([(x2 - 16, cy - 3), (x2 - 6, cy - 3), (x2 - 11, cy + 3)], fill=fg)

@@ -1,5 +1,5 @@
 """Run a policy on a task and keep what happened: an Attempt (steps with thoughts, times, observations,
-optional screenshots, the verdict), convertible to a flywheel.records.Episode.
+optional screenshots, the verdict), convertible to a schemas.records.Episode.
 
 Times are simulated, not measured: a thought takes as long as it takes to say (about 2.5 words a second),
 the hand follows after a short reaction delay, and actions take their own time (typing is per character).
@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flywheel.records import Episode, Step, Verdict
 from sandbox.demonstrators import Decision
 from sandbox.env import Env
 from sandbox.tasks import Task
 from schemas.actions import ActionError, parse_action
+from schemas.records import Episode, Step, Verdict
 
 
 class Policy(Protocol):
@@ -77,7 +77,9 @@ def _action_s(action: str) -> float:
     return {"click": 0.25, "scroll": 0.4, "hotkey": 0.3, "finished": 0.1}.get(a.kind, 0.3)
 
 
-def step_times(rng: random.Random, t: float, thought: str, action: str, pace: float = 1.0) -> tuple[float, float, float, float]:
+def step_times(
+    rng: random.Random, t: float, thought: str, action: str, pace: float = 1.0
+) -> tuple[float, float, float, float]:
     """Simulated (thought start, action start, action end, next step's start) of one step starting at `t`: saying
     the thought at ~2.5 words a second, a short reaction delay, the action's own duration, a pause."""
     speak = pace * (len(thought.split()) / 2.5) if thought else 0.0
@@ -103,10 +105,21 @@ def run_attempt(task: Task, policy: Policy, attempt: int = 0, screenshots: bool 
         reward = r.reward
         steps.append(
             AttemptStep(
-                thought=d.thought, action=d.action, observation=obs.text, effect=r.info.get("error") or r.info.get("effect", ""),
-                reward=r.reward, t_start=round(t, 3), t_action=round(t_action, 3), t_end=round(t_end, 3),
-                screenshot=obs.screenshot, mistake=d.mistake, fatal=d.fatal, recovers=d.recovers,
-                expert_thought=d.expert_thought, expert_action=d.expert_action, proposal=d.proposal,
+                thought=d.thought,
+                action=d.action,
+                observation=obs.text,
+                effect=r.info.get("error") or r.info.get("effect", ""),
+                reward=r.reward,
+                t_start=round(t, 3),
+                t_action=round(t_action, 3),
+                t_end=round(t_end, 3),
+                screenshot=obs.screenshot,
+                mistake=d.mistake,
+                fatal=d.fatal,
+                recovers=d.recovers,
+                expert_thought=d.expert_thought,
+                expert_action=d.expert_action,
+                proposal=d.proposal,
                 decision=d.decision,
             )  # fmt: skip
         )
@@ -132,7 +145,7 @@ def to_episode(
     a: Attempt,
     source: str,
     session_id: str,
-    round: int = 0,  # noqa: A002 - the flywheel round
+    round: int = 0,
     screenshot_ref: Callable[[bytes], tuple[str, str]] | None = None,
     **overrides: Any,
 ) -> Episode:
@@ -145,8 +158,18 @@ def to_episode(
         if screenshot_ref is not None and s.screenshot is not None:
             uri, sha = screenshot_ref(s.screenshot)
         steps.append(
-            Step(index=i, action=s.action, thought=s.thought, raw_thought=s.thought, t_start=s.t_start, t_end=s.t_end,
-                 observation=s.observation, screenshot_uri=uri, screenshot_sha256=sha, reward=s.reward)  # fmt: skip
+            Step(
+                index=i,
+                action=s.action,
+                thought=s.thought,
+                raw_thought=s.thought,
+                t_start=s.t_start,
+                t_end=s.t_end,
+                observation=s.observation,
+                screenshot_uri=uri,
+                screenshot_sha256=sha,
+                reward=s.reward,
+            )  # fmt: skip
         )
     kw: dict[str, Any] = dict(
         session_id=session_id, source=source, task_id=t.task_id, instruction=t.instruction, steps=tuple(steps),

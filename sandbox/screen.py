@@ -13,7 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.widgets import BAR_H, LIST_ROW_H, MENU_ROW_H, ROW_H, TAB_H, WIDGET_H, Dialog, MenuNode, Rect, Widget, text_w
+from sandbox.widgets import (
+    BAR_H,
+    LIST_ROW_H,
+    MENU_ROW_H,
+    ROW_H,
+    TAB_H,
+    WIDGET_H,
+    Dialog,
+    MenuNode,
+    Rect,
+    Widget,
+    text_w,
+)
 from schemas.actions import Action
 
 MARGIN = 16
@@ -213,18 +225,44 @@ class Screen:
             d = self.stack[-1]
             r = d.rect
             out.append(Element("dialog", "dialog", d.title, r.x, r.y, r.w, r.h, d))
-            out.append(Element("dialogtext", "text", d.message, r.x + 16, r.y + 26, min(r.w - 32, text_w(d.message)), 20, d))
+            out.append(
+                Element("dialogtext", "text", d.message, r.x + 16, r.y + 26, min(r.w - 32, text_w(d.message)), 20, d)
+            )
             for b in d.buttons:
                 out.append(Element("dialogbtn", "button", b.name, b.x, b.y, b.w, b.h, b, d))
             covers.append(r)
         dr = self.dropdown_rect()
         if dr:
             for i, opt in enumerate(self.open_dropdown.options):  # type: ignore[union-attr]
-                out.append(Element("option", "option", opt, dr.x, dr.y + i * MENU_ROW_H, dr.w, MENU_ROW_H, self.open_dropdown, opt, modal))
+                out.append(
+                    Element(
+                        "option",
+                        "option",
+                        opt,
+                        dr.x,
+                        dr.y + i * MENU_ROW_H,
+                        dr.w,
+                        MENU_ROW_H,
+                        self.open_dropdown,
+                        opt,
+                        modal,
+                    )
+                )
             covers.append(dr)
         for rect, items, path in self.menu_columns():
             for i, n in enumerate(items):
-                e = Element("menuitem", "menuitem", n.name, rect.x, rect.y + i * MENU_ROW_H, rect.w, MENU_ROW_H, n, path + [i], modal)
+                e = Element(
+                    "menuitem",
+                    "menuitem",
+                    n.name,
+                    rect.x,
+                    rect.y + i * MENU_ROW_H,
+                    rect.w,
+                    MENU_ROW_H,
+                    n,
+                    path + [i],
+                    modal,
+                )
                 out.append(e)
             covers.append(rect)
 
@@ -254,7 +292,9 @@ class Screen:
                 for i in range(w.offset, min(len(w.items), w.offset + w.visible_rows)):
                     iy = sy + (i - w.offset) * LIST_ROW_H
                     if free(w.x, iy, w.w, LIST_ROW_H):
-                        out.append(Element("listitem", "listitem", w.items[i][0], w.x, iy, w.w, LIST_ROW_H, w, i, modal))
+                        out.append(
+                            Element("listitem", "listitem", w.items[i][0], w.x, iy, w.w, LIST_ROW_H, w, i, modal)
+                        )
                 continue
             if free(w.x, sy, w.w, w.h):
                 out.append(Element("content", w.role, w.name, w.x, sy, w.w, w.h, w, None, modal))
@@ -525,7 +565,7 @@ class Screen:
         cur = self.panel_scroll()
         new = min(ms, max(0, cur + sign * self.scroll_step()))
         if new == cur:
-            return f'the page is already at the {"bottom" if sign > 0 else "top"}'
+            return f"the page is already at the {'bottom' if sign > 0 else 'top'}"
         self.scroll[self.active_tab] = new
         self.open_dropdown = None
         return f"scrolled the page {a.direction}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -85,41 +85,7 @@ def make_task(family: str, level: int, seed: int, width: int = DEFAULT_WIDTH, he
     )  # fmt: skip
 
 
-def training_tasks(
-    n: int,
-    seed: int = 0,
-    families: Sequence[str] | None = None,
-    levels: Sequence[int] | None = None,
-    width: int = DEFAULT_WIDTH,
-    height: int = DEFAULT_HEIGHT,
+def tasks_for(
+    pairs: Iterable[tuple[str, int, int]], width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT
 ) -> list[Task]:
-    """n training tasks, cycling over families and levels, with seeds drawn from `seed`.
-
-    Never returns a held-out task: neither a held-out (family, level, seed) nor a task whose content
-    fingerprint equals a held-out one (two seeds can generate the same easy task).
-    """
-    from sandbox.heldout import heldout_fingerprints, heldout_keys
-
-    fams = list(families or FAMILIES)
-    lvls = list(levels or LEVELS)
-    keys, fps = heldout_keys(), heldout_fingerprints()
-    rng = random.Random(f"training/{seed}")
-    out: list[Task] = []
-    seen: set[str] = set()
-    i = 0
-    while len(out) < n:
-        fam, lvl = fams[i % len(fams)], lvls[(i // len(fams)) % len(lvls)]
-        i += 1
-        s = rng.randrange(2**31)
-        if (fam, lvl, s) in keys:
-            continue
-        t = make_task(fam, lvl, s, width, height)
-        if t.fingerprint in fps or t.fingerprint in seen:
-            continue
-        seen.add(t.fingerprint)
-        out.append(t)
-    return out
-
-
-def tasks_for(pairs: Iterable[tuple[str, int, int]], width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT) -> list[Task]:
     return [make_task(f, lv, s, width, height) for f, lv, s in pairs]

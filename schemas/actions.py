@@ -28,13 +28,13 @@ KINDS = POINT_KINDS + ("drag", "hotkey", "scroll") + TEXT_KINDS + NOARG_KINDS
 DIRECTIONS = ("up", "down", "left", "right")
 
 _ARGS: dict[str, tuple[str, ...]] = {
-    **{k: ("point",) for k in POINT_KINDS},
+    **dict.fromkeys(POINT_KINDS, ("point",)),
     "drag": ("start_point", "end_point"),
     "hotkey": ("key",),
     "type": ("content",),
     "finished": ("content",),
     "scroll": ("point", "direction"),
-    **{k: () for k in NOARG_KINDS},
+    **dict.fromkeys(NOARG_KINDS, ()),
 }
 
 
@@ -195,7 +195,7 @@ def _parse_args(body: str) -> dict[str, str]:
             break
         m = _NAME.match(body, i)
         if not m:
-            raise ActionError(f"expected name='value' at {body[i:i + 20]!r}")
+            raise ActionError(f"expected name='value' at {body[i : i + 20]!r}")
         name = m.group(1)
         i = m.end()
         if i >= len(body) or body[i] not in "'\"":

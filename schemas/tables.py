@@ -264,12 +264,29 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("sessions", SESSIONS, ("session_id",), doc="one row per uploaded bundle or file"),
         TableSpec("episodes", EPISODES, ("episode_id",), doc="one row per trajectory", indexed=True),
         # verdicts, sft, ct: routing only ever judges and routes an episode in its own round (episodes.round)
-        TableSpec("verdicts", VERDICTS, ("episode_id", "validator", "version"), doc="one row per (episode, validator)",
-                  key_scope=("round",)),  # fmt: skip
-        TableSpec("sft", SFT, ("episode_id",), version=2, doc="passed episodes (thin rows; full episode in episodes): the SFT pile",
-                  key_scope=("round",)),  # fmt: skip
-        TableSpec("ct", CT, ("episode_id",), version=2, doc="failed episodes with reasons (thin rows; full episode in episodes): the CT pile",
-                  key_scope=("round",)),  # fmt: skip
+        TableSpec(
+            "verdicts",
+            VERDICTS,
+            ("episode_id", "validator", "version"),
+            doc="one row per (episode, validator)",
+            key_scope=("round",),
+        ),  # fmt: skip
+        TableSpec(
+            "sft",
+            SFT,
+            ("episode_id",),
+            version=2,
+            doc="passed episodes (thin rows; full episode in episodes): the SFT pile",
+            key_scope=("round",),
+        ),  # fmt: skip
+        TableSpec(
+            "ct",
+            CT,
+            ("episode_id",),
+            version=2,
+            doc="failed episodes with reasons (thin rows; full episode in episodes): the CT pile",
+            key_scope=("round",),
+        ),  # fmt: skip
         TableSpec("quarantine", QUARANTINE, ("quarantine_id",), doc="inputs that could not become episodes"),
         TableSpec("rounds", ROUNDS, ("round",), doc="one row per flywheel round (upserted)"),
         TableSpec("training_runs", TRAINING_RUNS, ("run_id",), doc="one row per training job"),

@@ -500,7 +500,9 @@ def define_analyst_views(con: duckdb.DuckDBPyConnection, tables: Iterable[str] |
     docs += [(v.name, v.doc, view_column_docs(v)) for v in made]
     cols = set(con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal").fetchall())
     stmts = [f"COMMENT ON VIEW {name} IS {_q(doc)}" for name, doc, _ in docs]
-    stmts += [f'COMMENT ON COLUMN {name}."{c}" IS {_q(d)}' for name, _, cd in docs for c, d in cd.items() if (name, c) in cols]
+    stmts += [
+        f'COMMENT ON COLUMN {name}."{c}" IS {_q(d)}' for name, _, cd in docs for c, d in cd.items() if (name, c) in cols
+    ]
     con.execute(";\n".join(stmts))  # one round trip: a connection is opened per query
     return [v.name for v in made]
 
@@ -534,8 +536,19 @@ def column_reference(con: duckdb.DuckDBPyConnection) -> str:
         if not rows:
             continue
         doc = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()
-        kind = "view" if name in VIEW_NAMES else ("pile view: the thin rows joined to episodes" if name in ("sft", "ct") else "table")
-        lines += [f"### `{name}` ({kind})", "", (doc[0] if doc and doc[0] else ""), "", "| column | type | meaning |", "| --- | --- | --- |"]
+        kind = (
+            "view"
+            if name in VIEW_NAMES
+            else ("pile view: the thin rows joined to episodes" if name in ("sft", "ct") else "table")
+        )
+        lines += [
+            f"### `{name}` ({kind})",
+            "",
+            (doc[0] if doc and doc[0] else ""),
+            "",
+            "| column | type | meaning |",
+            "| --- | --- | --- |",
+        ]
         for col, typ, comment in rows:
             short = typ if len(typ) <= 40 else ("STRUCT(...)[]" if typ.endswith("[]") else typ.split("(")[0] + "(...)")
             lines.append(f"| `{col}` | {short} | {(comment or '').replace('|', '/')} |")
@@ -544,29 +557,3 @@ def column_reference(con: duckdb.DuckDBPyConnection) -> str:
 
 
 BEGIN, END = "<!-- column-reference:begin -->", "<!-- column-reference:end -->"
-
-
-def refresh_doc(path: str) -> bool:
-    """Rewrite the generated column reference between the markers of a Markdown file; True when it changed."""
-    import tempfile
-    from pathlib import Path
-
-    from storage.lake import Lake
-
-    with tempfile.TemporaryDirectory() as tmp:
-        ref = column_reference(Lake.open(Path(tmp) / "lake", create=True).duckdb())
-    p = Path(path)
-    text = p.read_text()
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    new = f"{head}{BEGIN}\n{ref}\n{END}{tail}"
-    if new != text:
-        p.write_text(new)
-    return new != text
-
-
-if __name__ == "__main__":  # python -m storage.analyst_views docs/queries.md
-    import sys
-
-    for f in sys.argv[1:]:
-        print(f"{f}: {'updated' if refresh_doc(f) else 'up to date'}")

@@ -18,7 +18,7 @@ Each violated invariant is reported once with a count and a few example ids.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from schemas.tables import TABLES
+from storage.delta import forget_snapshots
 from storage.errors import LakeError
-from storage.lake import Lake, forget_snapshots
+from storage.lake import Lake
 from storage.views import registered_name
 
 #: How many example ids a violation lists.
@@ -89,7 +90,9 @@ def check_duplicates(lake: Lake, con: Any, report: CheckReport) -> None:
             continue
         key = ", ".join(_q(k) for k in ts.key)
         reg = _q(registered_name(name))  # the stored rows (the piles' own names are views over a join)
-        cand = _rows(con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1 LIMIT 100000")
+        cand = _rows(
+            con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1 LIMIT 100000"
+        )
         if not cand:
             continue
         hs = ", ".join(str(h) for (h,) in cand)
@@ -101,7 +104,13 @@ def check_duplicates(lake: Lake, con: Any, report: CheckReport) -> None:
         if dups:
             extra = sum(int(c) - 1 for _, c in dups)
             report.violations.append(
-                Violation("duplicate_key", name, len(dups), f"key(s) occur more than once ({extra:,} extra row(s))", tuple(str(k) for k, _ in dups[:EXAMPLES]))
+                Violation(
+                    "duplicate_key",
+                    name,
+                    len(dups),
+                    f"key(s) occur more than once ({extra:,} extra row(s))",
+                    tuple(str(k) for k, _ in dups[:EXAMPLES]),
+                )
             )
     report.checked.append("duplicate_key")
 
@@ -174,9 +183,21 @@ def check_rounds(lake: Lake, con: Any, report: CheckReport) -> None:
             if size is None or not upto <= size <= total:
                 sizes.append(f"round {rnd}: {pile}_size={size} outside [{upto}, {total}]")
     if counts:
-        report.violations.append(Violation("round_counts", "rounds", len(counts), "round(s) whose counts disagree with the tables", tuple(counts[:EXAMPLES])))
+        report.violations.append(
+            Violation(
+                "round_counts",
+                "rounds",
+                len(counts),
+                "round(s) whose counts disagree with the tables",
+                tuple(counts[:EXAMPLES]),
+            )
+        )
     if sizes:
-        report.violations.append(Violation("pile_size", "rounds", len(sizes), "pile size(s) outside what the piles allow", tuple(sizes[:EXAMPLES])))
+        report.violations.append(
+            Violation(
+                "pile_size", "rounds", len(sizes), "pile size(s) outside what the piles allow", tuple(sizes[:EXAMPLES])
+            )
+        )
     report.stats["rounds.routed"] = len(rows)
     report.checked += ["round_counts", "pile_size"]
 
@@ -239,7 +260,13 @@ def check_media(lake: Lake, con: Any, report: CheckReport) -> None:
     report.stats["media.screenshots_outside_lake"] = outside
     if missing:
         report.violations.append(
-            Violation("media_missing", "episodes", len(missing), "screenshot object(s) referenced by steps but missing", tuple(sorted(missing)[:EXAMPLES]))
+            Violation(
+                "media_missing",
+                "episodes",
+                len(missing),
+                "screenshot object(s) referenced by steps but missing",
+                tuple(sorted(missing)[:EXAMPLES]),
+            )
         )
     ckpts = [r[0] for r in _rows(con, "SELECT DISTINCT c FROM (SELECT output_checkpoint AS c FROM training_runs UNION ALL "
                                       "SELECT base_checkpoint FROM training_runs) WHERE c IS NOT NULL")]  # fmt: skip
@@ -247,7 +274,13 @@ def check_media(lake: Lake, con: Any, report: CheckReport) -> None:
     report.stats["media.checkpoints_referenced"] = len(ckpts)
     if missing:
         report.violations.append(
-            Violation("checkpoint_missing", "training_runs", len(missing), "checkpoint object(s) missing", tuple(sorted(missing)[:EXAMPLES]))
+            Violation(
+                "checkpoint_missing",
+                "training_runs",
+                len(missing),
+                "checkpoint object(s) missing",
+                tuple(sorted(missing)[:EXAMPLES]),
+            )
         )
     report.checked += ["media_missing", "checkpoint_missing"]
 
@@ -281,29 +314,47 @@ def check_table_files(lake: Lake, report: CheckReport, pins: dict[str, set[int]]
             gone = [p for p in adds if p not in present and unquote(p) not in present]
             missing += [f"{name}@{'latest' if v is None else v}: {p}" for p in gone]
     if missing:
-        report.violations.append(Violation("data_file_missing", "tables", len(missing), "data file(s) of a current or pinned version are missing", tuple(missing[:EXAMPLES])))
+        report.violations.append(
+            Violation(
+                "data_file_missing",
+                "tables",
+                len(missing),
+                "data file(s) of a current or pinned version are missing",
+                tuple(missing[:EXAMPLES]),
+            )
+        )
     if unreadable:
-        report.violations.append(Violation("pin_unreadable", "tables", len(unreadable), "pinned version(s) cannot be loaded", tuple(unreadable[:EXAMPLES])))
+        report.violations.append(
+            Violation(
+                "pin_unreadable",
+                "tables",
+                len(unreadable),
+                "pinned version(s) cannot be loaded",
+                tuple(unreadable[:EXAMPLES]),
+            )
+        )
     report.stats["pins"] = sum(len(v) for v in pins.values())
     report.checked += ["data_file_missing", "pin_unreadable"]
 
 
-def key_indexes(lake: Lake) -> list[tuple[str, Any]]:
-    """(table, FileIndex) of every key index the flywheel keeps: indexed tables' keys, the piles' exact-dedup keys."""
+def key_indexes(lake: Lake, extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """(table, FileIndex) of every key index to check: the indexed tables' own keys, plus those the layers above keep
+    in the lake (the piles' exact-dedup keys, which `validators.lake_check` passes in)."""
     from storage.keyindex import key_index
-    from storage.piles import PILES
-    from validators.dedup import ExactDedup
 
-    dedup = ExactDedup().pile_index(lake)
-    return [(n, key_index(ts.key)) for n, ts in TABLES.items() if ts.indexed] + [(p, dedup) for p in PILES]
+    return [(n, key_index(ts.key)) for n, ts in TABLES.items() if ts.indexed] + list(extra)
 
 
-def check_key_indexes(lake: Lake, report: CheckReport) -> None:
+def check_key_indexes(lake: Lake, report: CheckReport, extra: Sequence[tuple[str, Any]] = ()) -> None:
     """Every stored key-index sidecar holds exactly the keys of its data file (a wrong one could hide a key from an
     append or from dedup; a missing one is fine: it is rebuilt when needed)."""
     from storage.keyindex import verify
 
-    bad = [f"{name}/{index.folder}/{f}" for name, index in key_indexes(lake) for f in verify(lake, name, index, lake.delta(name))]
+    bad = [
+        f"{name}/{index.folder}/{f}"
+        for name, index in key_indexes(lake, extra)
+        for f in verify(lake, name, index, lake.delta(name))
+    ]
     if bad:
         report.violations.append(Violation("key_index_mismatch", "indexes", len(bad), "key index file(s) disagree with their data file; "
                                            "delete them (they are rebuilt) or run `flywheel maintain`", tuple(bad[:EXAMPLES])))  # fmt: skip
@@ -311,11 +362,18 @@ def check_key_indexes(lake: Lake, report: CheckReport) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ entry point
-def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None] | None = None) -> CheckReport:
-    """Run every invariant over the lake; never raises for a violation (they are in the report)."""
-    from storage.pins import pinned_versions
-
+def check_lake(
+    lake: Lake,
+    *,
+    media: bool = True,
+    progress: Callable[[str], None] | None = None,
+    indexes: Sequence[tuple[str, Any]] = (),
+) -> CheckReport:
+    """Run every invariant over the lake; never raises for a violation (they are in the report). `indexes`: key
+    indexes kept by the layers above (use `validators.lake_check.check_lake` for the whole flywheel lake)."""
     import duckdb
+
+    from storage.pins import pinned_versions
 
     say = progress or (lambda what: None)
     forget_snapshots()
@@ -328,7 +386,11 @@ def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None
             report.stats[f"rows.{name}"] = 0
             unreadable.append(f"{name}: {_one_line(e)}")
     if unreadable:
-        report.violations.append(Violation("table_unreadable", "tables", len(unreadable), "table(s) cannot be read", tuple(unreadable[:EXAMPLES])))
+        report.violations.append(
+            Violation(
+                "table_unreadable", "tables", len(unreadable), "table(s) cannot be read", tuple(unreadable[:EXAMPLES])
+            )
+        )
     con = lake.duckdb(tables=list(TABLES))
     con.execute("SET enable_external_access = false")
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -336,7 +398,7 @@ def check_lake(lake: Lake, *, media: bool = True, progress: Callable[[str], None
         ("duplicate keys", lambda: check_duplicates(lake, con, report)),
         ("piles", lambda: check_piles(lake, con, report)),
         ("rounds", lambda: check_rounds(lake, con, report)),
-        ("key indexes", lambda: check_key_indexes(lake, report)),
+        ("key indexes", lambda: check_key_indexes(lake, report, indexes)),
     ]
     if media:
         steps.append(("media", lambda: check_media(lake, con, report)))

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from cachetools import LRUCache
 
-from storage.lake import _key_strings, snapshot_dataset
+from storage.delta import key_strings, snapshot_dataset
 
 INDEX_ROOT = "_index"
 #: Single-file runs (and segments) merged into one segment once a lookup finds this many.
@@ -136,7 +136,7 @@ class FileIndex:
 
 def key_index(key: tuple[str, ...]) -> FileIndex:
     """The index of a table's primary key (the key string `Lake.append` compares, hashed by `key_hashes`)."""
-    return FileIndex("key-" + "+".join(key), key, lambda t: key_hashes(_key_strings(t, key)))
+    return FileIndex("key-" + "+".join(key), key, lambda t: key_hashes(key_strings(t, key)))
 
 
 def sidecar_rel(table: str, index: FileIndex, data_file: str) -> str:
@@ -254,7 +254,9 @@ def _segment_rel(table: str, index: FileIndex, files: Iterable[str]) -> str:
     return f"{INDEX_ROOT}/{table}/{index.folder}/{SEGMENTS}/{seg_id}.npz"
 
 
-def _store_segment(lake: Any, table: str, index: FileIndex, files: Iterable[str], words: Iterable[np.ndarray]) -> np.ndarray:
+def _store_segment(
+    lake: Any, table: str, index: FileIndex, files: Iterable[str], words: Iterable[np.ndarray]
+) -> np.ndarray:
     """Merge runs into one segment covering `files` (named by them, so writing it twice writes the same object)."""
     names = sorted(files)
     merged = sort_words(np.concatenate(list(words)))

@@ -10,15 +10,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import random
-import re
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,12 +25,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from cachetools import LRUCache
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
 from schemas.tables import TABLES, TableSpec, spec
+from storage.delta import (
+    LAKE_FORMAT,
+    MANIFEST,
+    conform,
+    delta_errors,
+    key_strings,
+    snapshot_dataset,
+)
 from storage.errors import LakeError, SchemaError
 from storage.objects import ObjectStore, open_object_store
 from storage.uri import LakeURI, parse_lake_uri
@@ -42,16 +45,12 @@ from storage.uri import LakeURI, parse_lake_uri
 if TYPE_CHECKING:
     from storage.keyindex import FileIndex
 
-MANIFEST = "_flywheel_lake.json"
-#: Version of the lake layout itself (the manifest format and the set of tables).
-LAKE_FORMAT = 1
 #: Delta application-transaction id that every flywheel write of a table carries. Two writes that both carry it
 #: conflict in delta-rs's conflict checker (ConcurrentTransaction), so concurrent appends are serialised
 #: optimistically: the loser re-reads the table's keys and retries, and overlapping batches never duplicate a key.
 WRITER_APP_ID = "flywheel.lake"
 #: How often a write that lost a commit race is retried before giving up with a LakeError.
 MAX_WRITE_ATTEMPTS = 25
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: Delta writes a checkpoint every this many commits (`delta.checkpointInterval`, Delta's default is 100): opening a
 #: table replays the log from the last checkpoint, and each round opens every table several times (at 50 commits
 #: without a checkpoint an open took 50 ms, with one 14 ms).
@@ -59,92 +58,6 @@ CHECKPOINT_INTERVAL = 10
 TABLE_CONFIGURATION = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 #: Large batches skip the per-key filter pushdown and read the key column whole (a hash key has no useful stats).
 _KEY_FILTER_MAX = 10_000
-
-
-@contextmanager
-def delta_errors(what: str) -> Iterator[None]:
-    """Turn delta-rs's multi-line I/O errors into one-line LakeErrors that say what to check."""
-    try:
-        yield
-    except (LakeError, TableNotFoundError, CommitFailedError, SchemaError):
-        raise
-    except (OSError, DeltaError) as e:
-        first = " ".join(_ANSI.sub("", str(e)).split())  # object_store colours its error chain
-        hint = ""
-        if any(s in first for s in ("error sending request", "Connection refused", "dns error", "timed out", "operation timed out")):
-            hint = "; the storage endpoint is unreachable: check FLYWHEEL_S3_ENDPOINT_URL and the network"
-        elif re.search(r"status code\W*5\d\d", first):
-            hint = "; the storage endpoint answered with a server error (5xx): run the command again when it recovers"
-        elif "non-2xx" in first or "403" in first or "Forbidden" in first:
-            hint = "; the storage endpoint refused the request: check the bucket, endpoint and credentials"
-        raise LakeError(f"{what} failed: {first[:300]}{hint}") from None
-
-
-def conform(batch: pa.Table, ts: TableSpec) -> pa.Table:
-    """Make `batch` match the table's schema exactly, or refuse it naming the column.
-
-    Missing nullable columns become nulls; missing required columns, extra columns and incompatible types are
-    refused. Safe casts between widths of the same kind (int64 -> int32, large_string -> string) are allowed.
-    """
-    target = ts.schema
-    extra = [n for n in batch.column_names if n not in target.names]
-    if extra:
-        raise SchemaError(f"table {ts.name}: unknown column(s) {', '.join(extra)}")
-    cols = []
-    for f in target:
-        if f.name not in batch.column_names:
-            if not f.nullable:
-                raise SchemaError(f"table {ts.name}: required column {f.name!r} is missing")
-            cols.append(pa.nulls(batch.num_rows, f.type))
-            continue
-        col = batch.column(f.name)
-        if not col.type.equals(f.type):
-            if not _compatible(col.type, f.type):
-                raise SchemaError(f"table {ts.name}: column {f.name!r} has type {col.type}, expected {f.type}")
-            try:
-                col = col.cast(f.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaError(f"table {ts.name}: column {f.name!r} cannot be cast to {f.type}: {e}") from None
-        if not f.nullable and col.null_count:
-            raise SchemaError(f"table {ts.name}: required column {f.name!r} has {col.null_count} null value(s)")
-        cols.append(col)
-    return pa.Table.from_arrays(cols, schema=target)
-
-
-def _kind(t: pa.DataType) -> str:
-    if pa.types.is_null(t):
-        return "null"
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        return "list"
-    if pa.types.is_struct(t):
-        return "struct"
-    return str(t)
-
-
-def _compatible(src: pa.DataType, dst: pa.DataType) -> bool:
-    a, b = _kind(src), _kind(dst)
-    if a == "null":
-        return True
-    if a == b and a not in ("list", "struct"):
-        return True
-    if a == "int" and b == "float":
-        return True
-    if a == b == "list":
-        return _compatible(src.value_type, dst.value_type)
-    if a == b == "struct":
-        names = {f.name: f.type for f in dst}
-        return all(f.name in names and _compatible(f.type, names[f.name]) for f in src)
-    return False
 
 
 def _key_scope(ts: TableSpec, batch: pa.Table) -> pc.Expression | None:
@@ -182,16 +95,10 @@ def is_member(rows: dict[str, Any], known: dict[str, Any]) -> np.ndarray:
     if n == 0 or len(next(iter(known.values()))) == 0:
         return out
     q = pl.DataFrame({k: pl.Series(v) for k, v in rows.items()}).with_row_index("__i")
-    out[q.join(pl.DataFrame({k: pl.Series(v) for k, v in known.items()}), on=list(rows), how="semi")["__i"].to_numpy()] = True
+    out[
+        q.join(pl.DataFrame({k: pl.Series(v) for k, v in known.items()}), on=list(rows), how="semi")["__i"].to_numpy()
+    ] = True
     return out
-
-
-def _key_strings(table: pa.Table, key: tuple[str, ...]) -> pa.Array:
-    """One string per row identifying its key (a single key column is used as is)."""
-    if len(key) == 1:
-        return pc.cast(table.column(key[0]), pa.string()).combine_chunks()
-    parts = [pc.cast(table.column(k), pa.string()) for k in key]
-    return pc.binary_join_element_wise(*parts, "\x1f").combine_chunks()
 
 
 @dataclass
@@ -206,7 +113,7 @@ class Lake:
     def open(cls, uri: str | Path | None = None, *, create: bool = False, settings: Any = None) -> Lake:
         """Open a lake. With create=True a missing lake is initialised; otherwise a folder that is not a lake
         is refused with an error saying to run `flywheel init`."""
-        from flywheel.settings import get_settings
+        from core.settings import get_settings
 
         settings = settings or get_settings()
         lu = parse_lake_uri(str(uri if uri is not None else settings.lake), settings)
@@ -236,7 +143,9 @@ class Lake:
 
         m = self.read_manifest()
         if m is None:
-            raise LakeError(f"{self.uri} is not a flywheel lake (no {MANIFEST}); create it with `flywheel init --lake {self.uri}`")
+            raise LakeError(
+                f"{self.uri} is not a flywheel lake (no {MANIFEST}); create it with `flywheel init --lake {self.uri}`"
+            )
         m = check_versions(self, m)
         if any(n not in m.get("tables", {}) for n in TABLES):
             self.init()  # tables added to flywheel since this lake was made
@@ -284,7 +193,9 @@ class Lake:
             with delta_errors(f"opening table {name} in {self.uri}"):
                 dt = DeltaTable(self.table_uri(name), storage_options=self.storage_options)
         except TableNotFoundError:
-            raise LakeError(f"table {name!r} does not exist in {self.uri}; run `flywheel init --lake {self.uri}`") from None
+            raise LakeError(
+                f"table {name!r} does not exist in {self.uri}; run `flywheel init --lake {self.uri}`"
+            ) from None
         if version is not None:
             latest = dt.version()
             if not 0 <= version <= latest:
@@ -313,7 +224,12 @@ class Lake:
         return self.dataset(name, version).count_rows()
 
     def existing_keys(
-        self, name: str, keys: pa.Array | None = None, *, dt: DeltaTable | None = None, scope: pc.Expression | None = None
+        self,
+        name: str,
+        keys: pa.Array | None = None,
+        *,
+        dt: DeltaTable | None = None,
+        scope: pc.Expression | None = None,
     ) -> pa.Array:
         """Key strings already in the table (restricted to `keys` when given), read from `dt`'s snapshot if given.
 
@@ -328,7 +244,7 @@ class Lake:
             flt = pc.field(ts.key[0]).isin(keys) if flt is None else flt & pc.field(ts.key[0]).isin(keys)
         with delta_errors(f"reading keys of {name}"):
             existing = snapshot_dataset(dt).to_table(columns=list(ts.key), filter=flt)
-        return _key_strings(existing, ts.key)
+        return key_strings(existing, ts.key)
 
     # ----------------------------------------------------------------- writes
     def append(
@@ -357,17 +273,21 @@ class Lake:
             return 0
         batch = conform(batch, ts)
         if _has_duplicate_keys(batch, ts.key):  # keep the first occurrence of each key in the batch
-            keys = _key_strings(batch, ts.key)
+            keys = key_strings(batch, ts.key)
             idx = pa.table({"k": keys, "i": pa.array(range(len(keys)))}).group_by("k").aggregate([("i", "min")])
             first = idx.column("i_min")
             batch = batch.take(pc.take(first, pc.sort_indices(first)))
         table_scope = _key_scope(ts, batch)
         scope = table_scope if scope is None else (scope if table_scope is None else table_scope & scope)
         # the key strings to look up: for the filter pushdown (one key column) or the table's key index
-        single = _key_strings(batch, ts.key) if len(ts.key) == 1 or ts.indexed else None
+        single = key_strings(batch, ts.key) if len(ts.key) == 1 or ts.indexed else None
 
         def attempt(dt: DeltaTable) -> int:
-            seen = self._seen_in_index(name, single, dt) if ts.indexed else self._seen_in_table(name, batch, single, dt, scope)
+            seen = (
+                self._seen_in_index(name, single, dt)
+                if ts.indexed
+                else self._seen_in_table(name, batch, single, dt, scope)
+            )
             todo = batch
             if seen.any():  # filtering copies the nested columns: only when some key is old
                 todo = batch.filter(pa.array(~seen))
@@ -377,12 +297,14 @@ class Lake:
 
         return self._retry_on_conflict(name, attempt)
 
-    def _seen_in_table(self, name: str, batch: pa.Table, keys: pa.Array | None, dt: DeltaTable, scope: pc.Expression | None) -> np.ndarray:
+    def _seen_in_table(
+        self, name: str, batch: pa.Table, keys: pa.Array | None, dt: DeltaTable, scope: pc.Expression | None
+    ) -> np.ndarray:
         """Which rows of `batch` have a key already in `dt`'s snapshot, by reading the stored keys (in `scope`)."""
         existing = self.existing_keys(name, keys, dt=dt, scope=scope)
         if not len(existing):
             return np.zeros(batch.num_rows, dtype=bool)
-        return is_member({"k": keys if keys is not None else _key_strings(batch, spec(name).key)}, {"k": existing})
+        return is_member({"k": keys if keys is not None else key_strings(batch, spec(name).key)}, {"k": existing})
 
     def _seen_in_index(self, name: str, keys: pa.Array, dt: DeltaTable) -> np.ndarray:
         """Which of `keys` are in `dt`'s snapshot, from the table's key index: a binary search per run, no key
@@ -429,7 +351,9 @@ class Lake:
                 return attempt(dt)
             except CommitFailedError:
                 time.sleep(random.uniform(0, min(0.05 * 2**i, 1.0)))
-        raise LakeError(f"table {name}: gave up after {MAX_WRITE_ATTEMPTS} commit conflicts with concurrent writers; retry")
+        raise LakeError(
+            f"table {name}: gave up after {MAX_WRITE_ATTEMPTS} commit conflicts with concurrent writers; retry"
+        )
 
     def _write(self, ts: TableSpec, dt: DeltaTable, batch: pa.Table, indexes: list[FileIndex] | None = None) -> None:
         """One Delta commit on top of `dt`'s snapshot (not a fresh one: a commit since then must conflict).
@@ -471,7 +395,9 @@ class Lake:
             except OSError as e:  # a full or read-only disk: one line, and no half-written file left behind
                 with contextlib.suppress(OSError):
                     os.remove(path)
-                raise LakeError(f"cannot write to {table} in {self.uri}: {e.strerror or e}; free space or fix permissions, then re-run") from None
+                raise LakeError(
+                    f"cannot write to {table} in {self.uri}: {e.strerror or e}; free space or fix permissions, then re-run"
+                ) from None
             size = os.path.getsize(path)
         else:
             sink = pa.BufferOutputStream()
@@ -560,32 +486,6 @@ def _stats_json(t: pa.Table) -> str:
             hi = (hi + timedelta(milliseconds=1)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         mins[f.name], maxs[f.name] = lo, hi
     return json.dumps({"numRecords": t.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
-
-
-#: Arrow datasets of table snapshots by (table URI, table id, version); see snapshot_dataset.
-_DATASETS: LRUCache[tuple[str, str, int], ds.Dataset] = LRUCache(64)
-_DATASETS_LOCK = threading.Lock()
-
-
-def snapshot_dataset(dt: DeltaTable) -> ds.Dataset:
-    """The Arrow dataset of `dt`'s snapshot, built once per (table, version) in a process: a version's files never
-    change, and building it costs a pass over every file's statistics (~20 ms per table at 10M episodes, asked for
-    ~17 times per round)."""
-    key = (dt.table_uri, dt.metadata().id, dt.version())  # the table id: a table recreated at the same path differs
-    with _DATASETS_LOCK:
-        got = _DATASETS.get(key)
-    if got is None:
-        got = dt.to_pyarrow_dataset()
-        with _DATASETS_LOCK:
-            _DATASETS[key] = got
-    return got
-
-
-def forget_snapshots() -> None:
-    """Drop the cached snapshot datasets: a cached one keeps its files' Parquet footers, so counting its rows would
-    not notice a file deleted since (`flywheel check` must see storage as it is)."""
-    with _DATASETS_LOCK:
-        _DATASETS.clear()
 
 
 def _commit_props(dt: DeltaTable) -> CommitProperties:

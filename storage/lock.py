@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from storage.errors import LakeError
@@ -36,7 +36,7 @@ class Lease:
     token: str
 
     def describe(self) -> str:
-        since = datetime.fromtimestamp(self.acquired_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        since = datetime.fromtimestamp(self.acquired_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         return f"{self.what} is running (held by {self.holder} since {since})"
 
 
@@ -174,7 +174,9 @@ class LakeLock:
         else:
             old, raw = self._read()
             if old is not None and _alive(old):
-                raise LockHeld(f"another run holds the lock: {old.describe()}; wait for it or run `flywheel round status`")
+                raise LockHeld(
+                    f"another run holds the lock: {old.describe()}; wait for it or run `flywheel round status`"
+                )
             if raw is None or not self._swap(raw, body):
                 if raw is None and self._create(body):
                     self.lease = lease

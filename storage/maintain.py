@@ -27,8 +27,9 @@ from typing import Any
 from deltalake.exceptions import CommitFailedError
 
 from schemas.tables import TABLES
+from storage.delta import delta_errors
 from storage.errors import LakeError
-from storage.lake import Lake, delta_errors
+from storage.lake import Lake
 
 #: Delta's own default retention (one week).
 DEFAULT_RETAIN_HOURS = 168.0
@@ -83,7 +84,9 @@ def compact_table(lake: Lake, name: str, target_bytes: int = DEFAULT_TARGET_BYTE
             return int(m.get("numFilesRemoved", 0)), int(m.get("numFilesAdded", 0))
         except CommitFailedError:  # a concurrent merge/compaction removed one of our files: redo on the new snapshot
             time.sleep(0.2 * (i + 1))
-    raise LakeError(f"table {name}: compaction lost {_COMPACT_ATTEMPTS} commit races with concurrent writers; run maintain again")
+    raise LakeError(
+        f"table {name}: compaction lost {_COMPACT_ATTEMPTS} commit races with concurrent writers; run maintain again"
+    )
 
 
 def _set_properties(lake: Lake, name: str, props: dict[str, str], what: str) -> bool:
@@ -114,7 +117,9 @@ def protect_log(lake: Lake, name: str) -> bool:
     return _set_properties(lake, name, {"delta.logRetentionDuration": PINNED_LOG_RETENTION}, "log retention")
 
 
-def vacuum_table(lake: Lake, name: str, retain_hours: float, keep: Iterable[int], dry_run: bool = False) -> tuple[int, list[int]]:
+def vacuum_table(
+    lake: Lake, name: str, retain_hours: float, keep: Iterable[int], dry_run: bool = False
+) -> tuple[int, list[int]]:
     """Delete files no kept version needs (and files no commit added) older than retain_hours; (count, kept)."""
     dt = lake.delta(name)
     latest = dt.version()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -43,7 +43,7 @@ def migration(table: str, from_version: int) -> Callable[[Migration], Migration]
 
 def check_versions(lake: Lake, manifest: dict[str, Any]) -> dict[str, Any]:
     """Raise LakeError for anything written by a newer flywheel; migrate older tables in place."""
-    from storage.lake import LAKE_FORMAT
+    from storage.delta import LAKE_FORMAT
 
     fmt = manifest.get("format", 1)
     if fmt > LAKE_FORMAT:
@@ -65,11 +65,11 @@ def check_versions(lake: Lake, manifest: dict[str, Any]) -> dict[str, Any]:
 
 def migrate(lake: Lake, manifest: dict[str, Any]) -> dict[str, Any]:
     """Bring every table to the current schema version and rewrite the manifest; returns the new manifest."""
-    from storage.lake import MANIFEST
+    from storage.delta import MANIFEST
 
     tables = dict(manifest.get("tables", {}))
     history = list(manifest.get("history", []))
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     for name, ts in TABLES.items():
         if name not in tables:
             continue  # a table newer than the lake: Lake.init creates it
@@ -93,7 +93,7 @@ def add_missing_columns(lake: Lake, name: str) -> list[str]:
     """Schema evolution: add the table spec's nullable columns that the Delta table lacks (one commit)."""
     from deltalake import Field
 
-    from storage.lake import delta_errors
+    from storage.delta import delta_errors
 
     dt = lake.delta(name)
     have = set(pa.schema(dt.schema().to_arrow()).names)
@@ -113,11 +113,11 @@ def add_missing_columns(lake: Lake, name: str) -> list[str]:
 
 def _check_matches(lake: Lake, name: str, old: int) -> None:
     """After migrating, every spec column must be in the table with a type that conforms to it."""
-    from storage.lake import _compatible
+    from storage.delta import compatible
 
     have = {f.name: f.type for f in _arrow_schema(lake, name)}
     for f in TABLES[name].schema:
-        if f.name not in have or not _compatible(have[f.name], f.type):
+        if f.name not in have or not compatible(have[f.name], f.type):
             raise LakeError(
                 f"table {name!r}: migration from schema version {old} left column {f.name!r} as "
                 f"{have.get(f.name, 'missing')} (expected {f.type}); report this and restore the table from backup"
@@ -138,7 +138,7 @@ def _thin_pile(name: str) -> Migration:
     def step(lake: Lake) -> None:
         from deltalake import write_deltalake
 
-        from storage.lake import conform, delta_errors
+        from storage.delta import conform, delta_errors
 
         ts = TABLES[name]
         have = set(_arrow_schema(lake, name).names)

@@ -140,7 +140,7 @@ class S3ObjectStore(_Common):
             ),
         )
 
-    def _call(self, fn, **kw):  # noqa: ANN001, ANN202
+    def _call(self, fn, **kw):  # noqa: ANN001, ANN003, ANN202
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,
@@ -157,8 +157,12 @@ class S3ObjectStore(_Common):
             if code in ("404", "NoSuchKey", "NotFound"):
                 return None
             if code == "NoSuchBucket":
-                raise LakeError(f"bucket {self.uri.bucket!r} does not exist at {self.uri.endpoint_url or 'AWS'}") from None
-            raise LakeError(f"S3 error {code} on {self.uri}: {e.response.get('Error', {}).get('Message', '')}") from None
+                raise LakeError(
+                    f"bucket {self.uri.bucket!r} does not exist at {self.uri.endpoint_url or 'AWS'}"
+                ) from None
+            raise LakeError(
+                f"S3 error {code} on {self.uri}: {e.response.get('Error', {}).get('Message', '')}"
+            ) from None
         except (EndpointConnectionError, ConnectTimeoutError):
             raise LakeError(
                 f"cannot reach the S3 endpoint {self.uri.endpoint_url or 'AWS'} "
@@ -171,7 +175,9 @@ class S3ObjectStore(_Common):
                 "FLYWHEEL_S3_READ_TIMEOUT_S"
             ) from None
         except NoCredentialsError:
-            raise LakeError("no S3 credentials; set FLYWHEEL_S3_ACCESS_KEY_ID and FLYWHEEL_S3_SECRET_ACCESS_KEY") from None
+            raise LakeError(
+                "no S3 credentials; set FLYWHEEL_S3_ACCESS_KEY_ID and FLYWHEEL_S3_SECRET_ACCESS_KEY"
+            ) from None
         except BotoCoreError as e:
             raise LakeError(f"S3 request failed on {self.uri}: {type(e).__name__}: {e}") from None
 
@@ -185,7 +191,9 @@ class S3ObjectStore(_Common):
         from boto3.exceptions import S3UploadFailedError
         from boto3.s3.transfer import TransferConfig
 
-        cfg = TransferConfig(multipart_threshold=_MULTIPART_BYTES, multipart_chunksize=_MULTIPART_BYTES, max_concurrency=4)
+        cfg = TransferConfig(
+            multipart_threshold=_MULTIPART_BYTES, multipart_chunksize=_MULTIPART_BYTES, max_concurrency=4
+        )
         try:
             self._call(self.client.upload_fileobj, Fileobj=io.BytesIO(data), Key=self.uri.key(rel), Config=cfg)
         except S3UploadFailedError as e:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS, TABLES
+from schemas.tables import EPISODES, TABLES
 from storage import projection
 from storage.errors import LakeError
 
@@ -117,4 +117,6 @@ def join_episodes(lake: Lake, rows: pa.Table, ep_cols: list[str], step_fields: S
 def pile_ids(lake: Lake, round: int | None = None) -> pa.Array:
     """Episode ids in either pile (of episodes of `round` only, when given: cheap, the piles carry `round`)."""
     flt = None if round is None else pc.field("round") == round
-    return pa.concat_arrays([lake.read(p, ["episode_id"], filter=flt).column("episode_id").combine_chunks() for p in PILES])
+    return pa.concat_arrays(
+        [lake.read(p, ["episode_id"], filter=flt).column("episode_id").combine_chunks() for p in PILES]
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.tables import spec
 from storage.lake import Lake, content_id
@@ -34,7 +34,7 @@ def pin_version(lake: Lake, table: str, version: int, reason: str, ref: str = ""
     spec(table)
     if version < 0:
         raise ValueError(f"cannot pin version {version} of {table}")
-    pin = Pin(table, int(version), reason, ref, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    pin = Pin(table, int(version), reason, ref, datetime.now(UTC).isoformat(timespec="seconds"))
     rel = f"{PINS}/{table}/v{version}-{content_id(table, str(version), reason, ref)[:16]}.json"
     if not lake.objects.exists(rel):
         lake.objects.put_text(rel, json.dumps(asdict(pin), sort_keys=True))
@@ -49,7 +49,15 @@ def list_pins(lake: Lake) -> list[Pin]:
             continue
         try:
             d = json.loads(lake.objects.get_text(rel) or "")
-            out.append(Pin(str(d["table"]), int(d["version"]), str(d.get("reason", "")), str(d.get("ref", "")), str(d.get("pinned_at", ""))))
+            out.append(
+                Pin(
+                    str(d["table"]),
+                    int(d["version"]),
+                    str(d.get("reason", "")),
+                    str(d.get("ref", "")),
+                    str(d.get("pinned_at", "")),
+                )
+            )
         except (ValueError, KeyError, TypeError):
             continue
     return out

@@ -45,7 +45,9 @@ def steps_type(schema: pa.Schema, fields: Sequence[str] | None, dictionary_field
         if f.name in set(fields):
             if f.name in set(dictionary_fields):
                 if not pa.types.is_string(f.type):
-                    raise LakeError(f"step field {f.name!r} is {f.type}; only string fields can be read as dictionaries")
+                    raise LakeError(
+                        f"step field {f.name!r} is {f.type}; only string fields can be read as dictionaries"
+                    )
                 f = f.with_type(pa.dictionary(pa.int32(), f.type))
             keep.append(f)
     return pa.list_(pa.struct(keep))
@@ -91,8 +93,12 @@ def read(lake: Lake, table: str, columns: Sequence[str], **kw: Any) -> pa.Table:
     return _target(dset, columns, kw.get("step_fields"), kw.get("dictionary_fields", ())).empty_table()
 
 
-def _target(dset: ds.Dataset, columns: Sequence[str], step_fields: Sequence[str] | None, dictionary_fields: Sequence[str]) -> pa.Schema:
-    return projected_schema(dset.schema, columns, step_fields, [f for f in dictionary_fields if f in (step_fields or ())])
+def _target(
+    dset: ds.Dataset, columns: Sequence[str], step_fields: Sequence[str] | None, dictionary_fields: Sequence[str]
+) -> pa.Schema:
+    return projected_schema(
+        dset.schema, columns, step_fields, [f for f in dictionary_fields if f in (step_fields or ())]
+    )
 
 
 def _scan(dset: ds.Dataset, target: pa.Schema, filter: pc.Expression | None) -> Iterator[pa.Table]:
@@ -203,5 +209,8 @@ def _conform_steps(col: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray
 def _as_dictionary(values: pa.Array) -> pa.DictionaryArray:
     """Plain values as a dictionary array without hashing: indices 0..n-1 (nulls stay nulls in the indices)."""
     n = len(values)
-    idx = pa.array(np.arange(n, dtype=np.int32), mask=values.is_null().to_numpy(zero_copy_only=False) if values.null_count else None)
+    idx = pa.array(
+        np.arange(n, dtype=np.int32),
+        mask=values.is_null().to_numpy(zero_copy_only=False) if values.null_count else None,
+    )
     return pa.DictionaryArray.from_arrays(idx, values.fill_null("") if values.null_count else values)

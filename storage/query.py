@@ -10,7 +10,6 @@ from storage.errors import LakeError
 from storage.lake import Lake
 from storage.views import Versions
 
-
 #: Statement kinds an analyst's SQL may hold (DESCRIBE, SHOW, SUMMARIZE, FROM ..., VALUES parse as SELECT).
 READ_ONLY_KINDS = ("SELECT", "EXPLAIN")
 
@@ -63,7 +62,7 @@ def run_query(lake: Lake, query: str, version: Versions = None) -> pa.Table:
     check_read_only(query)
     used = referenced_tables(query)  # register only these: each view costs a Delta log read (S3 round trips)
     if isinstance(version, int):
-        version = {t: version for t in used}
+        version = dict.fromkeys(used, version)
     con = lake.duckdb(version=version, tables=sorted(used))
     lock_down(con)  # the views are registered; no other file or URL access
     try:
@@ -81,12 +80,16 @@ def repl(lake: Lake, version: Versions = None) -> None:
     import duckdb
     from rich.table import Table
 
-    from flywheel.console import console
+    from core.console import console
     from schemas.tables import TABLES
 
     con = lake.duckdb(version=version)
     lock_down(con)
-    pinned = f" (pinned: {', '.join(f'{t}@{v}' for t, v in version.items())})" if isinstance(version, dict) and version else ""
+    pinned = (
+        f" (pinned: {', '.join(f'{t}@{v}' for t, v in version.items())})"
+        if isinstance(version, dict) and version
+        else ""
+    )
     console.print(f"DuckDB over {lake.uri}{pinned}; views: {', '.join(TABLES)}. End with Ctrl-D.")
     interactive = sys.stdin.isatty()
     buf = ""

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 from storage.errors import LakeError
 
 if TYPE_CHECKING:
-    from flywheel.settings import Settings
+    from core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class LakeURI:
 
 def parse_lake_uri(uri: str, settings: Settings | None = None) -> LakeURI:
     """Parse a lake location. Unknown schemes are refused with a one-line error."""
-    from flywheel.settings import get_settings
+    from core.settings import get_settings
 
     settings = settings or get_settings()
     u = urlparse(uri)

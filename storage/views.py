@@ -77,7 +77,7 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, name: str,
     an Arrow dataset to ~1 s. The Delta schema is unioned in by name so that columns no file has yet still exist.
     S3 lakes go through the Arrow dataset (DuckDB's S3 reader is an extension this project does not download).
     """
-    from storage.lake import snapshot_dataset
+    from storage.delta import snapshot_dataset
 
     dt = lake.delta(table, version)
     dataset = snapshot_dataset(dt)
@@ -85,7 +85,7 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, name: str,
     if not files:
         con.register(name, dataset)
         return None
-    empty = dataset.schema.empty_table()  # a DuckDB table, not an Arrow scan: joins push bloom filters into scans
+    empty = dataset.schema.empty_table()  # noqa: F841 - DuckDB's replacement scan reads it by name; a DuckDB table, not an Arrow scan: joins push bloom filters into scans
     con.execute(f"CREATE TABLE _{name}_schema AS SELECT * FROM empty")
     paths = ", ".join(_sql_str(f) for f in files)
     try:
@@ -103,7 +103,7 @@ def _pins(version: Versions, tables: Iterable[str]) -> dict[str, int]:
     if version is None:
         return {}
     if isinstance(version, int):
-        return {t: version for t in tables}
+        return dict.fromkeys(tables, version)
     unknown = [t for t in version if t not in TABLES]
     if unknown:
         raise LakeError(f"unknown table(s) {', '.join(unknown)} in the version pin; tables: {', '.join(TABLES)}")
@@ -142,7 +142,7 @@ def parse_pins(values: Iterable[str], query: str | None, lake: Lake) -> dict[str
                 raise LakeError(f"unknown table {name!r} in --as-of-version; tables: {', '.join(TABLES)}")
             pins[name] = v
         elif query is not None:
-            pins.update({t: v for t in referenced_tables(query)})
+            pins.update(dict.fromkeys(referenced_tables(query), v))
         else:
             pins.update({t: v for t in TABLES if lake.version(t) >= v})
     return pins

@@ -14,12 +14,12 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="flywheel-prefect-"))
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
+from collections.abc import Iterator
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from tests.helpers.s3 import MotoServer, start_moto  # noqa: E402
+from tests.helpers.s3 import MotoServer, start_moto
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 EXTERNAL = SHARED / "external"
@@ -36,7 +36,7 @@ def external() -> Path:
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """Each test sees default settings, not the developer's flywheel.toml or FLYWHEEL_* variables."""
-    from flywheel.settings import reset_settings_cache
+    from core.settings import reset_settings_cache
 
     for k in list(os.environ):
         if k.startswith("FLYWHEEL_"):
@@ -48,7 +48,7 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Itera
 
 
 @pytest.fixture
-def lake(tmp_path: Path):  # noqa: ANN201
+def lake(tmp_path: Path):
     """A fresh local lake."""
     from storage import Lake
 
@@ -64,9 +64,9 @@ def moto_server() -> Iterator[MotoServer]:
 
 
 @pytest.fixture
-def s3_lake(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):  # noqa: ANN201
+def s3_lake(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
     """A fresh lake on the moto server, in its own bucket."""
-    from flywheel.settings import reset_settings_cache
+    from core.settings import reset_settings_cache
     from storage import Lake
 
     for k, v in moto_server.env().items():
@@ -77,7 +77,7 @@ def s3_lake(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, request: p
 
 
 @pytest.fixture(params=["local", "s3"])
-def any_lake(request: pytest.FixtureRequest):  # noqa: ANN201
+def any_lake(request: pytest.FixtureRequest):
     """The same test against a local lake and an S3 lake."""
     return request.getfixturevalue("lake" if request.param == "local" else "s3_lake")
 

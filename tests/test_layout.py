@@ -15,7 +15,18 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("flywheel", "schemas", "ingest", "validators", "storage", "training", "sandbox", "flows", "dashboards")
+PACKAGES = (
+    "core",
+    "flywheel",
+    "schemas",
+    "ingest",
+    "validators",
+    "storage",
+    "training",
+    "sandbox",
+    "flows",
+    "dashboards",
+)
 
 
 def _is_ours(dist: md.Distribution) -> bool:
@@ -78,7 +89,9 @@ def test_no_stray_module_in_site_packages() -> None:
 
 def test_our_packages_import_from_the_repository_from_anywhere(tmp_path: Path) -> None:
     """Run from an unrelated folder so that only the installed (editable) mapping can find them."""
-    code = "import importlib, json; print(json.dumps({p: importlib.import_module(p).__file__ for p in %r}))" % (PACKAGES,)
+    code = "import importlib, json; print(json.dumps({p: importlib.import_module(p).__file__ for p in %r}))" % (
+        PACKAGES,
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     files = json.loads(out.stdout.strip().splitlines()[-1])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.config import PromptConfig
+from schemas.prompt import PromptConfig
 from training.model import Policy
 from training.rollout import Environment, Reviewer, TaskInfo, Trajectory, run_episodes
 
@@ -62,12 +62,14 @@ class AnnotationResult:
         return self.accepted / self.steps if self.steps else 0.0
 
 
-def to_session(trajs: Sequence[Trajectory], refs: Sequence[Sequence[tuple[str, str]]], annotator: str, session: str) -> Any:
+def to_session(
+    trajs: Sequence[Trajectory], refs: Sequence[Sequence[tuple[str, str]]], annotator: str, session: str
+) -> Any:
     """Reviewed trajectories (with per-step screenshot refs) -> an AnnotationSession. Step times are simulated with
     sandbox/rollout.py's `step_times` (speaking the thought, then acting), since nobody sat at the screen."""
-    from flywheel.records import Proposal
     from ingest.formats.annotations import AnnotatedEpisode, AnnotatedStep, AnnotationSession, Override
     from sandbox.rollout import step_times
+    from schemas.records import Proposal
 
     eps = []
     for tr, shots in zip(trajs, refs):
@@ -87,9 +89,18 @@ def to_session(trajs: Sequence[Trajectory], refs: Sequence[Sequence[tuple[str, s
         k = tr.task
         eps.append(
             AnnotatedEpisode(
-                task_id=k.task_id, instruction=k.instruction, steps=tuple(steps), task_family=k.family, difficulty=k.level,
-                reference_answer=k.reference_answer, app=k.app, platform=k.platform, screen_width=k.screen_width,
-                screen_height=k.screen_height, outcome=_OUTCOME.get(tr.termination, "unknown"), final_answer=tr.final_answer,
+                task_id=k.task_id,
+                instruction=k.instruction,
+                steps=tuple(steps),
+                task_family=k.family,
+                difficulty=k.level,
+                reference_answer=k.reference_answer,
+                app=k.app,
+                platform=k.platform,
+                screen_width=k.screen_width,
+                screen_height=k.screen_height,
+                outcome=_OUTCOME.get(tr.termination, "unknown"),
+                final_answer=tr.final_answer,
             )  # fmt: skip
         )
     return AnnotationSession(session, annotator, group="expert", episodes=tuple(eps))
@@ -126,6 +137,12 @@ def annotate_round(
     res = ingest_annotations(lake, [path], round=round)
     steps = [s for tr in trajs for s in tr.steps]
     return AnnotationResult(
-        str(path), policy.version, len(trajs), len(steps), sum(s.decision == "accepted" for s in steps),
-        sum(tr.passed for tr in trajs), res.result.episodes_added, time.perf_counter() - t0,
+        str(path),
+        policy.version,
+        len(trajs),
+        len(steps),
+        sum(s.decision == "accepted" for s in steps),
+        sum(tr.passed for tr in trajs),
+        res.result.episodes_added,
+        time.perf_counter() - t0,
     )

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from schemas.prompt import PromptConfig
 from training.checkpoints import fetch, publish_folder, version_of
-from training.config import PromptConfig
 from training.data import pile_examples, read_pile
 from training.model import Policy
 from training.runs import JobResult, record_run
@@ -32,7 +32,13 @@ from training.runs import JobResult, record_run
 STAGE_PILE = {"ct": "ct", "sft": "sft", "rl": "sft"}
 
 
-def export_pile(lake, stage: str, path: Path, version: int | None = None, prompt_cfg: PromptConfig = PromptConfig()) -> tuple[int, int]:  # noqa: ANN001
+def export_pile(
+    lake,  # noqa: ANN001
+    stage: str,
+    path: Path,
+    version: int | None = None,
+    prompt_cfg: PromptConfig = PromptConfig(),
+) -> tuple[int, int]:
     """Write the stage's pile as {"prompt", "completion"} JSONL; returns (Delta version, rows written)."""
     pile = read_pile(lake, STAGE_PILE[stage], version)
     n = 0
@@ -55,7 +61,14 @@ class CommandBackend:
         argv = shlex.split(self.template)
         return "command:" + (Path(argv[0]).name if argv else "?")
 
-    def run(self, lake, stage: str, round: int, base: str | Policy | None, prompt_cfg: PromptConfig = PromptConfig()) -> tuple[JobResult, Policy]:  # noqa: ANN001
+    def run(
+        self,
+        lake,  # noqa: ANN001
+        stage: str,
+        round: int,
+        base: str | Policy | None,
+        prompt_cfg: PromptConfig = PromptConfig(),
+    ) -> tuple[JobResult, Policy]:
         if stage not in STAGE_PILE:
             raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGE_PILE)}")
         t0 = time.perf_counter()
@@ -72,7 +85,13 @@ class CommandBackend:
                 base_uri = base
             out = work / "out"
             out.mkdir()
-            fields = {"pile": str(pile_path), "base": str(base_dir), "out": str(out), "stage": stage, "round": str(round)}
+            fields = {
+                "pile": str(pile_path),
+                "base": str(base_dir),
+                "out": str(out),
+                "stage": stage,
+                "round": str(round),
+            }
             argv = [a.format(**fields) for a in shlex.split(self.template)]
             try:
                 proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False)
@@ -85,8 +104,15 @@ class CommandBackend:
                 raise ValueError(f"training command exited with {proc.returncode}: {tail[0][:300]}")
             uri = publish_folder(lake, out)  # refuses a folder without config.json
             res = JobResult(
-                stage, round, base_uri, output_checkpoint=uri, backend=self.name, pile_version=version, samples=n,
-                config={"template": self.template, "argv": argv}, metrics={"stdout_tail": proc.stdout[-2000:]},
+                stage,
+                round,
+                base_uri,
+                output_checkpoint=uri,
+                backend=self.name,
+                pile_version=version,
+                samples=n,
+                config={"template": self.template, "argv": argv},
+                metrics={"stdout_tail": proc.stdout[-2000:]},
             )
             res.wall_s = time.perf_counter() - t0
             record_run(lake, res)

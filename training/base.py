@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from training.config import ModelConfig, OptimConfig, PromptConfig, WarmupConfig, to_dict
+from schemas.prompt import PromptConfig
+from training.config import ModelConfig, OptimConfig, WarmupConfig, to_dict
 from training.data import Batch, collate, encode_all
 from training.prompt import SCREEN_LINE, Turn, render_answer, render_prompt
 
@@ -60,8 +61,8 @@ class BaseConfig:
 def screens(n_tasks: int, seed: int) -> list[tuple[str, list[Turn]]]:
     """(observation, earlier turns) of every step the expert and the novice take on `n_tasks` training tasks."""
     from sandbox.demonstrators import Expert, Novice
+    from sandbox.heldout import training_tasks
     from sandbox.parallel import run_many
-    from sandbox.tasks import training_tasks
 
     procs = max(1, min(8, (os.cpu_count() or 1) - 2))
     out = []
@@ -78,7 +79,7 @@ def screens(n_tasks: int, seed: int) -> list[tuple[str, list[Turn]]]:
 def sandbox_texts(n: int = 350, seed: int = 12345) -> list[str]:
     """The sandbox's vocabulary: instructions and first screens of generated training tasks (never held-out)."""
     from sandbox.env import Env
-    from sandbox.tasks import training_tasks
+    from sandbox.heldout import training_tasks
 
     out = []
     for t in training_tasks(n, seed):
@@ -90,7 +91,9 @@ def _element_lines(obs: str) -> list[re.Match[str]]:
     return [m for m in (SCREEN_LINE.match(x.strip()) for x in obs.splitlines()) if m and m["role"] != "window"]
 
 
-def grounding_examples(pool: Sequence[tuple[str, list[Turn]]], n: int, cfg: PromptConfig, seed: int = 0) -> list[tuple[str, str]]:
+def grounding_examples(
+    pool: Sequence[tuple[str, list[Turn]]], n: int, cfg: PromptConfig, seed: int = 0
+) -> list[tuple[str, str]]:
     """`n` (prompt, answer) pairs: click the element a one-line instruction names, on a screen from `pool`; half of
     them keep the screen's real earlier actions in the prompt (the policy must learn to look past them)."""
     rng = random.Random(seed)
@@ -123,7 +126,9 @@ class Bank:
         return Batch(ids, (torch.arange(t, device=ids.device)[None] < lengths).long(), mask)
 
 
-def mixed_batches(ground: Bank, copy: Bank, cfg: BaseConfig, steps: int, deadline: float | None = None) -> Iterator[Batch]:
+def mixed_batches(
+    ground: Bank, copy: Bank, cfg: BaseConfig, steps: int, deadline: float | None = None
+) -> Iterator[Batch]:
     """Grounding batches, with a `copy_fraction` share of copy-sequence batches mixed in (seeded); ends early at
     `deadline` (perf_counter seconds), so a timed build never overruns its budget."""
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -149,7 +154,9 @@ def answer_accuracy(model, items: Sequence, pad_id: int, device: str = "cpu") ->
     return ok / max(len(items), 1)
 
 
-def build_base(cfg: BaseConfig, out: Path, device: str = "cpu", log: Callable[[str], None] = print, init: Path | None = None):  # noqa: ANN201
+def build_base(  # noqa: ANN201
+    cfg: BaseConfig, out: Path, device: str = "cpu", log: Callable[[str], None] = print, init: Path | None = None
+):
     """Tokenizer, model, grounding + copy training; saves the policy folder to `out` and returns (policy, meta).
     `init`: continue from an earlier base folder (its tokenizer and weights) instead of a fresh model."""
     from training.loop import train_lm
@@ -170,7 +177,9 @@ def build_base(cfg: BaseConfig, out: Path, device: str = "cpu", log: Callable[[s
     wcfg = replace(cfg.warmup, batch_size=cfg.batch_size)
     gbank = Bank(encode_all(tok, ground, cfg.prompt), tok.pad_token_id, device)
     cbank = Bank([copy_example(corpus, wcfg, rng) for _ in range(max(1, cfg.examples // 4))], tok.pad_token_id, device)
-    log(f"data: {len(pool)} screens, {len(ground)} grounding examples, {policy.n_params} parameters, {time.perf_counter() - t0:.0f}s")
+    log(
+        f"data: {len(pool)} screens, {len(ground)} grounding examples, {policy.n_params} parameters, {time.perf_counter() - t0:.0f}s"
+    )
     model = policy.model.to(device)
     steps = cfg.steps
     if cfg.minutes:  # time steps 10-40 (the first ones pay for lazy initialisation), then size the schedule
@@ -184,10 +193,14 @@ def build_base(cfg: BaseConfig, out: Path, device: str = "cpu", log: Callable[[s
 
     def on_step(i: int, loss: float) -> None:
         if (i + 1) % every == 0:
-            log(f"step {i + 1}/{steps} loss {loss:.4f} grounding exact {answer_accuracy(model, test_items, tok.pad_token_id, device):.3f}")
+            log(
+                f"step {i + 1}/{steps} loss {loss:.4f} grounding exact {answer_accuracy(model, test_items, tok.pad_token_id, device):.3f}"
+            )
 
     deadline = time.perf_counter() + cfg.minutes * 66 if cfg.minutes else None
-    losses, tokens = train_lm(model, mixed_batches(gbank, cbank, cfg, steps, deadline), steps, cfg.optim, on_step, device=device)
+    losses, tokens = train_lm(
+        model, mixed_batches(gbank, cbank, cfg, steps, deadline), steps, cfg.optim, on_step, device=device
+    )
     acc = answer_accuracy(model, test_items, tok.pad_token_id, device)
     policy.model = model.to("cpu")
     meta = {"kind": "base", "init": str(init) if init else None, "config": to_dict(cfg), "steps": len(losses), "tokens": tokens, "loss_first": losses[0], "loss_last": losses[-1],
@@ -212,9 +225,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--copy-fraction", type=float, default=BaseConfig.copy_fraction)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args(argv)
-    cfg = BaseConfig(steps=a.steps, copy_fraction=a.copy_fraction, minutes=a.minutes, batch_size=a.batch_size, tasks=a.tasks, examples=a.examples)
-    cfg = replace(cfg, optim=replace(cfg.optim, lr=a.lr),
-                  model=replace(cfg.model, num_hidden_layers=a.layers, hidden_size=a.hidden, intermediate_size=2 * a.hidden))
+    cfg = BaseConfig(
+        steps=a.steps,
+        copy_fraction=a.copy_fraction,
+        minutes=a.minutes,
+        batch_size=a.batch_size,
+        tasks=a.tasks,
+        examples=a.examples,
+    )
+    cfg = replace(
+        cfg,
+        optim=replace(cfg.optim, lr=a.lr),
+        model=replace(cfg.model, num_hidden_layers=a.layers, hidden_size=a.hidden, intermediate_size=2 * a.hidden),
+    )
     build_base(cfg, a.out, a.device, log=lambda s: print(s, flush=True), init=a.init)
 
 

@@ -52,26 +52,6 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
-class PromptConfig:
-    """The report's prompt: instruction, the last N steps in full, the current observation."""
-
-    history_full: int = 1  # the last N steps shown with their observation; older ones with thought and action only
-    history_max: int = 8  # past steps beyond this are dropped (oldest first)
-    history_thought_words: int = 0  # words of each past step's thought shown (0: actions only, the CPU default)
-    max_prompt_tokens: int = 768  # left-truncated (the instruction line is kept) beyond this
-    max_thought_words: int = 16  # thoughts longer than this are cut in targets (keeps generation short)
-    #: "expert": the demonstrator's own thought (clipped); "target": a fixed template naming the element the action
-    #: points at exactly as the screen lists it (`button "Save"`), so the coordinates to write follow those same
-    #: tokens in the observation - copying them is one attention hop for a small model; "line": that element's whole
-    #: line (`button "Save" (80,48)`), so the thought continues a span of the screen and the action copies the
-    #: centre from a fixed distance back (see docs/training.md for what each measured).
-    thought_style: str = "expert"
-    #: Steps without a text observation (think-aloud recordings have only screenshots) are not training examples
-    #: for a text policy: it would learn to act on a screen it cannot see.
-    skip_without_observation: bool = True
-
-
-@dataclass(frozen=True)
 class OptimConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0

@@ -7,7 +7,7 @@ are the per-episode view the validators' reward adapter scores. One mapping for 
 from __future__ import annotations
 
 from ingest.formats.rollouts import REWARD_UNREADABLE, RolloutAttempt, RolloutStep
-from flywheel.records import Episode, Step
+from schemas.records import Episode, Step
 from storage.lake import content_id
 from training.rollout import Trajectory
 
@@ -37,11 +37,24 @@ def to_attempt(tr: Trajectory, round: int, run_id: str | None = None) -> Rollout
     )
     t = tr.task
     return RolloutAttempt(
-        task_id=t.task_id, group_id=group_id(round, t.task_id, tr.policy_version), attempt=tr.attempt,
-        policy_version=tr.policy_version, instruction=t.instruction, steps=steps, termination=tr.termination,  # type: ignore[arg-type]
-        reward=env_reward(tr), passed=tr.passed, final_answer=tr.final_answer, task_family=t.family,
-        difficulty=t.level, reference_answer=t.reference_answer, screen_width=t.screen_width,
-        screen_height=t.screen_height, app=t.app, platform=t.platform, run_id=run_id,
+        task_id=t.task_id,
+        group_id=group_id(round, t.task_id, tr.policy_version),
+        attempt=tr.attempt,
+        policy_version=tr.policy_version,
+        instruction=t.instruction,
+        steps=steps,
+        termination=tr.termination,  # type: ignore[arg-type]
+        reward=env_reward(tr),
+        passed=tr.passed,
+        final_answer=tr.final_answer,
+        task_family=t.family,
+        difficulty=t.level,
+        reference_answer=t.reference_answer,
+        screen_width=t.screen_width,
+        screen_height=t.screen_height,
+        app=t.app,
+        platform=t.platform,
+        run_id=run_id,
     )
 
 
@@ -49,14 +62,36 @@ def to_episode(tr: Trajectory, round: int = 0) -> Episode:
     """The Episode a validator sees for this trajectory (what ingestion would land, minus lake bookkeeping)."""
     t = tr.task
     steps = tuple(
-        Step(index=i, action=s.action, thought=s.thought, observation=s.observation,
-             logprob_sum=float(sum(s.logprobs)), token_logprobs=tuple(s.logprobs))
+        Step(
+            index=i,
+            action=s.action,
+            thought=s.thought,
+            observation=s.observation,
+            logprob_sum=float(sum(s.logprobs)),
+            token_logprobs=tuple(s.logprobs),
+        )
         for i, s in enumerate(tr.steps)
     )
     return Episode(
-        session_id=f"policy-{tr.policy_version}", source="rollout", task_id=t.task_id, instruction=t.instruction,
-        steps=steps, round=round, task_family=t.family, difficulty=t.level, app=t.app, platform=t.platform,
-        screen_width=t.screen_width, screen_height=t.screen_height, group="model", policy_version=tr.policy_version,
-        group_id=group_id(round, t.task_id, tr.policy_version), attempt=tr.attempt, reference_answer=t.reference_answer,
-        final_answer=tr.final_answer, outcome=tr.termination, env_reward=env_reward(tr), env_passed=tr.passed,
+        session_id=f"policy-{tr.policy_version}",
+        source="rollout",
+        task_id=t.task_id,
+        instruction=t.instruction,
+        steps=steps,
+        round=round,
+        task_family=t.family,
+        difficulty=t.level,
+        app=t.app,
+        platform=t.platform,
+        screen_width=t.screen_width,
+        screen_height=t.screen_height,
+        group="model",
+        policy_version=tr.policy_version,
+        group_id=group_id(round, t.task_id, tr.policy_version),
+        attempt=tr.attempt,
+        reference_answer=t.reference_answer,
+        final_answer=tr.final_answer,
+        outcome=tr.termination,
+        env_reward=env_reward(tr),
+        env_passed=tr.passed,
     )

@@ -7,7 +7,8 @@ passes only.
 
 from __future__ import annotations
 
-from training.config import CTConfig, PromptConfig
+from schemas.prompt import PromptConfig
+from training.config import CTConfig
 from training.data import batches
 from training.jobs import ProgressFn, pile_job
 from training.loop import train_lm
@@ -21,7 +22,9 @@ def ct_due(round: int, every: int) -> bool:
     return every > 0 and round > 0 and round % every == 0
 
 
-def train_ct(policy: Policy, items: list[Encoded], cfg: CTConfig = CTConfig(), on_step: ProgressFn | None = None) -> tuple[list[float], int]:
+def train_ct(
+    policy: Policy, items: list[Encoded], cfg: CTConfig = CTConfig(), on_step: ProgressFn | None = None
+) -> tuple[list[float], int]:
     it = batches(items, cfg.batch_size, cfg.steps, policy.tokenizer.pad_token_id, seed=cfg.seed, all_tokens=True)
     return train_lm(policy.model, it, cfg.steps, cfg.optim, on_step)
 

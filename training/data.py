@@ -14,7 +14,7 @@ import pyarrow as pa
 import torch
 import torch.nn.functional as F
 
-from training.config import PromptConfig
+from schemas.prompt import PromptConfig
 from training.prompt import Encoded, Turn, encode_examples, render_answer, render_prompt
 
 #: Columns a training job needs from a pile, and the step fields of `steps` it reads (episode_examples).
@@ -53,7 +53,10 @@ def episode_states(row: dict) -> Iterator[tuple[str | None, list[Turn], str, str
 def episode_examples(row: dict, cfg: PromptConfig = PromptConfig()) -> list[tuple[str, str]]:
     """(prompt, answer) for every step of one episode row, with the history the policy would have seen."""
     return [
-        (render_prompt(row["instruction"], hist, obs, cfg), render_answer(thought, action, cfg, obs, row["instruction"]))
+        (
+            render_prompt(row["instruction"], hist, obs, cfg),
+            render_answer(thought, action, cfg, obs, row["instruction"]),
+        )
         for obs, hist, thought, action in episode_states(row)
         if obs or not cfg.skip_without_observation
     ]
@@ -64,7 +67,9 @@ def pile_screens(rows: pa.Table) -> list[tuple[str, list[Turn]]]:
     return [(obs, hist) for e in rows.to_pylist() for obs, hist, _, _ in episode_states(e) if obs]
 
 
-def pile_examples(rows: pa.Table, cfg: PromptConfig = PromptConfig(), max_per_task: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
+def pile_examples(
+    rows: pa.Table, cfg: PromptConfig = PromptConfig(), max_per_task: int | None = None, seed: int = 0
+) -> list[tuple[str, str]]:
     """Examples from every episode of a pile; at most `max_per_task` episodes per task id (random, seeded)."""
     episodes = rows.to_pylist()
     if max_per_task:
@@ -109,7 +114,9 @@ def collate(items: Sequence[Encoded], pad_id: int, all_tokens: bool = False) -> 
     return Batch(ids, att, lm)
 
 
-def batches(items: Sequence[Encoded], batch_size: int, steps: int, pad_id: int, seed: int = 0, all_tokens: bool = False) -> Iterator[Batch]:
+def batches(
+    items: Sequence[Encoded], batch_size: int, steps: int, pad_id: int, seed: int = 0, all_tokens: bool = False
+) -> Iterator[Batch]:
     """`steps` batches, sampled by epochs over a seeded shuffle; lengths are bucketed within a window to cut padding."""
     if not items:
         return

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from training.base import BASE_ARCH, BASE_MODEL, BASE_PROMPT
 from training.checkpoints import fetch, newest
 from training.config import CTConfig, EvalConfig, OptimConfig, RLConfig, SamplingConfig, SFTConfig
-from training.base import BASE_ARCH, BASE_MODEL, BASE_PROMPT
-from training.pipeline import FlywheelConfig, create_policy, run_training, train_steps
+from training.pipeline import FlywheelConfig, run_training, train_steps
 
 Say = Callable[[str, dict[str, Any]], None]
 
@@ -60,9 +60,13 @@ class DemoConfig:
             # screen line an answer is read from.
             prompt=BASE_PROMPT,
             cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16=True)),
-            sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16=True)),
+            sft=SFTConfig(
+                epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16=True)
+            ),
             ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16=True)),
-            rl=RLConfig(iterations=1, tasks_per_iter=16, group_size=4, value_pretrain_steps=5, minibatch_size=32, ppo_epochs=1),
+            rl=RLConfig(
+                iterations=1, tasks_per_iter=16, group_size=4, value_pretrain_steps=5, minibatch_size=32, ppo_epochs=1
+            ),
             sampling=SamplingConfig(tasks=96, attempts=2, max_new_tokens=40),
             eval=EvalConfig(max_new_tokens=40),
             max_new_tokens=40,
@@ -124,7 +128,11 @@ def write_rollouts_with_shots(lake, attempts: list, path: Path, policy_version: 
     for a in attempts:
         r = to_rollout(a, policy_version, **app)
         refs = _store_shots(lake, [s.screenshot for s in a.steps])
-        out.append(replace(r, steps=tuple(replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(r.steps, refs))))
+        out.append(
+            replace(
+                r, steps=tuple(replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(r.steps, refs))
+            )
+        )
     return write_rollouts(path, out)
 
 
@@ -154,7 +162,11 @@ def cold_start_data(lake, landing: Path, cfg: DemoConfig = DemoConfig(), say: Sa
     landing.mkdir(parents=True, exist_ok=True)
     n_all = cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks + cfg.think_aloud
     tasks = env.demo_tasks(n_all, cfg.seed)
-    a, b, c = cfg.expert_tasks, cfg.expert_tasks + cfg.novice_tasks, cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks
+    a, b, c = (
+        cfg.expert_tasks,
+        cfg.expert_tasks + cfg.novice_tasks,
+        cfg.expert_tasks + cfg.novice_tasks + cfg.interactive_tasks,
+    )
     out: dict[str, Any] = {}
 
     say("rollouts", {"what": "expert and novice rollouts"})
@@ -201,7 +213,13 @@ def acting_policy(lake, cfg: DemoConfig):  # noqa: ANN001, ANN201
     return policy
 
 
-def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
+def sample_round(
+    lake,  # noqa: ANN001
+    round: int,
+    landing: Path,
+    cfg: DemoConfig = DemoConfig(),
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Rejection sampling with the newest checkpoint on fresh training tasks; lands through the rollout reader."""
     from training.sampling import rejection_sample
 
@@ -209,7 +227,9 @@ def sample_round(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig()
     f = cfg.flywheel
     env = cfg.backend
     tasks = env.training_tasks(f.sampling.tasks, seed=cfg.seed * 1000 + 17 * round + 1)
-    res = rejection_sample(lake, round, policy, tasks, landing / "rollouts", f.sampling, f.prompt, render=env.render_steps, on_step=on_step)
+    res = rejection_sample(
+        lake, round, policy, tasks, landing / "rollouts", f.sampling, f.prompt, render=env.render_steps, on_step=on_step
+    )
     return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added, "policy_version": res.policy_version,
             "wall_s": res.wall_s}  # fmt: skip
 
@@ -233,7 +253,13 @@ def focus_split(lake, round: int, n: int, floor: float = 0.25, by: str = "level"
     return {g: k for g, k in split.items() if k}
 
 
-def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
+def annotate(
+    lake,  # noqa: ANN001
+    round: int,
+    landing: Path,
+    cfg: DemoConfig = DemoConfig(),
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Interactive annotation with the newest checkpoint on fresh training tasks; lands through the annotation
     reader. The accept rate (proposals the annotator let run) is recorded in the round's breakdown."""
     from training.annotate import annotate_round
@@ -242,7 +268,9 @@ def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on
     policy = acting_policy(lake, cfg)
     env, f = cfg.backend, cfg.flywheel
     seed = cfg.seed * 1000 + 17 * round + 9
-    split = focus_split(lake, round - 1, cfg.annotate_tasks, cfg.focus_floor, env.focus_by) if cfg.annotate_focus else None
+    split = (
+        focus_split(lake, round - 1, cfg.annotate_tasks, cfg.focus_floor, env.focus_by) if cfg.annotate_focus else None
+    )
     tasks = env.training_tasks(cfg.annotate_tasks, seed, split=split)
     res = annotate_round(lake, round, policy, tasks, landing / "annotations", env.reviewer, env.render_steps, f.prompt,
                          f.max_new_tokens, on_step=on_step)  # fmt: skip
@@ -253,7 +281,12 @@ def annotate(lake, round: int, landing: Path, cfg: DemoConfig = DemoConfig(), on
     return info
 
 
-def train_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Callable[[str, int, float], None] | None = None) -> list[dict[str, Any]]:  # noqa: ANN001
+def train_round(
+    lake,  # noqa: ANN001
+    round: int,
+    cfg: DemoConfig = DemoConfig(),
+    on_step: Callable[[str, int, float], None] | None = None,
+) -> list[dict[str, Any]]:
     """The jobs due this round, chained: each starts from the previous checkpoint (round 0: a fresh model)."""
     f = cfg.flywheel
     base = newest(lake) if round > 0 else None
@@ -268,7 +301,12 @@ def train_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Calla
     return out
 
 
-def evaluate_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Callable[[int], None] | None = None) -> dict[str, Any]:  # noqa: ANN001
+def evaluate_round(
+    lake,  # noqa: ANN001
+    round: int,
+    cfg: DemoConfig = DemoConfig(),
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Held-out pass rate (per level and per family: a MiniWoB++ task is a family); round 0 also records the
     scripted demonstrators' success on the same held-out tasks when the backend measures it."""
     from training.evaluate import evaluate, record_eval
@@ -289,7 +327,9 @@ def evaluate_round(lake, round: int, cfg: DemoConfig = DemoConfig(), on_step: Ca
 def record_stage(lake, round: int, stage: str, started: float, status: str = "done") -> None:  # noqa: ANN001
     from validators.routing import update_round
 
-    update_round(lake, round, stage_status={stage: {"status": status, "seconds": round_(time.perf_counter() - started)}})
+    update_round(
+        lake, round, stage_status={stage: {"status": status, "seconds": round_(time.perf_counter() - started)}}
+    )
 
 
 def round_(x: float) -> float:

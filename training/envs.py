@@ -14,7 +14,12 @@ from typing import Any, Protocol
 from training.rollout import Reviewer, TaskInfo
 
 #: Sandbox outcome -> rollout termination (a task that reached its terminal state is a finished episode).
-_TERMINATION = {"finished": "finished", "ended": "finished", "step_limit": "step_limit", "unreadable_action": "unreadable_action"}
+_TERMINATION = {
+    "finished": "finished",
+    "ended": "finished",
+    "step_limit": "step_limit",
+    "unreadable_action": "unreadable_action",
+}
 
 
 class SandboxEnv:
@@ -40,9 +45,16 @@ class SandboxEnv:
 
 def task_info(task) -> TaskInfo:  # noqa: ANN001 - sandbox.tasks.Task
     return TaskInfo(
-        task_id=task.task_id, instruction=task.instruction, family=task.family, level=task.level,
-        step_limit=task.max_steps or 50, make_env=lambda: SandboxEnv(task), reference_answer=task.reference_answer,
-        screen_width=task.width, screen_height=task.height, payload=task,
+        task_id=task.task_id,
+        instruction=task.instruction,
+        family=task.family,
+        level=task.level,
+        step_limit=task.max_steps or 50,
+        make_env=lambda: SandboxEnv(task),
+        reference_answer=task.reference_answer,
+        screen_width=task.width,
+        screen_height=task.height,
+        payload=task,
     )
 
 
@@ -61,9 +73,11 @@ def render_steps(info: TaskInfo, actions: list[str]) -> list[bytes]:
     return out
 
 
-def training_tasks(n: int, seed: int, families: Sequence[str] | None = None, levels: Sequence[int] | None = None) -> list[TaskInfo]:
+def training_tasks(
+    n: int, seed: int, families: Sequence[str] | None = None, levels: Sequence[int] | None = None
+) -> list[TaskInfo]:
     """n training tasks cycling over families and levels (never a held-out one: the sandbox guarantees it)."""
-    from sandbox.tasks import training_tasks as gen
+    from sandbox.heldout import training_tasks as gen
 
     return [task_info(t) for t in gen(n, seed, families, levels)]
 
@@ -112,7 +126,7 @@ class SandboxBackend:
         return render_steps(info, actions)
 
     def demo_tasks(self, n: int, seed: int) -> list[Any]:
-        from sandbox.tasks import training_tasks as gen
+        from sandbox.heldout import training_tasks as gen
 
         return gen(n, seed)
 
@@ -120,7 +134,9 @@ class SandboxBackend:
         from sandbox import demonstrators as D
         from sandbox.parallel import run_many
 
-        return run_many(tasks, {"expert": D.Expert, "novice": D.Novice, "interactive": D.Interactive}[who], screenshots=True)
+        return run_many(
+            tasks, {"expert": D.Expert, "novice": D.Novice, "interactive": D.Interactive}[who], screenshots=True
+        )
 
     def reviewer(self, info: TaskInfo) -> Reviewer:
         """The scripted expert as the annotator: a click anywhere on the element it would click is accepted."""

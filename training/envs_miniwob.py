@@ -108,7 +108,9 @@ class MiniwobBackend:
 
     name, app, platform, focus_by = "miniwob", APP, PLATFORM, "family"
 
-    def __init__(self, tasks: Sequence[str] | None = None, pool_size: int | None = None, time_limit_s: float = TIME_LIMIT_S) -> None:
+    def __init__(
+        self, tasks: Sequence[str] | None = None, pool_size: int | None = None, time_limit_s: float = TIME_LIMIT_S
+    ) -> None:
         self.names = check_names(list(tasks or TASKS))
         self.pool_size, self.time_limit_s = pool_size, time_limit_s
         self._pool: Any = None
@@ -125,7 +127,9 @@ class MiniwobBackend:
             from sandbox.miniwob.browser import chromium_available
 
             if not chromium_available():
-                raise ValueError("--env miniwob needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
+                raise ValueError(
+                    "--env miniwob needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
+                )
             self._pool = BrowserPool(self.pool_size, screenshots=True, time_limit_s=self.time_limit_s)
             self._free = list(range(self._pool.size))[::-1]
         return self._pool
@@ -133,7 +137,9 @@ class MiniwobBackend:
     def _take(self) -> int:
         with self._lock:
             if not self._free:
-                raise RuntimeError(f"all {self.pool.size} browsers are busy: run at most TaskInfo.max_concurrent attempts at once")
+                raise RuntimeError(
+                    f"all {self.pool.size} browsers are busy: run at most TaskInfo.max_concurrent attempts at once"
+                )
             return self._free.pop()
 
     def _give(self, slot: int) -> None:
@@ -158,9 +164,18 @@ class MiniwobBackend:
         pool = self.pool
         return [
             TaskInfo(
-                task_id=t.task_id, instruction=t.instruction, family=t.family, level=t.level, step_limit=s.max_steps,
-                make_env=lambda s=s: PoolEnv(self, s), screen_width=t.width, screen_height=t.height, payload=s,
-                app=APP, platform=PLATFORM, max_concurrent=pool.size,
+                task_id=t.task_id,
+                instruction=t.instruction,
+                family=t.family,
+                level=t.level,
+                step_limit=s.max_steps,
+                make_env=lambda s=s: PoolEnv(self, s),
+                screen_width=t.width,
+                screen_height=t.height,
+                payload=s,
+                app=APP,
+                platform=PLATFORM,
+                max_concurrent=pool.size,
             )  # fmt: skip
             for s, t in zip(specs, describe(pool, specs))
         ]
@@ -171,7 +186,9 @@ class MiniwobBackend:
         from sandbox.miniwob import training_specs
 
         if split:
-            return self._infos([s for i, (name, k) in enumerate(sorted(split.items())) for s in training_specs(k, seed + i, [name])])
+            return self._infos(
+                [s for i, (name, k) in enumerate(sorted(split.items())) for s in training_specs(k, seed + i, [name])]
+            )
         return self._infos(training_specs(n, seed, self.names))
 
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
@@ -251,7 +268,9 @@ MINIWOB_MAX_NEW_TOKENS = 56
 MINIWOB_GROUNDING = 0.5
 
 
-def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = None, quick: bool = False) -> Any:
+def demo_config(
+    base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = None, quick: bool = False
+) -> Any:
     """The demo's config (training.demo.DemoConfig) on MiniWoB++: the same sizes, `eval_per_task` held-out seeds
     per task (None: all 30; the sandbox's eval_per_cell counts per family and level, a MiniWoB task has one level).
     `quick`: the cold-start SFT runs long enough for the tiny model to write readable actions, so that the smoke
@@ -261,13 +280,21 @@ def demo_config(base: Any, tasks: Sequence[str] | None = None, eval_per_task: in
     names = tuple(check_names(list(tasks))) if tasks else None
     # Interactive annotation plays every step in a browser (about 1.8 tasks/s on 2 browsers, docs/miniwob.md): the
     # sandbox demo's 480 tasks a round would dominate the round. 64 a round moved held-out too little to measure.
-    cfg = replace(base, env="miniwob", env_tasks=names, eval_per_cell=eval_per_task, annotate_tasks=min(base.annotate_tasks, MINIWOB_ANNOTATE))
+    cfg = replace(
+        base,
+        env="miniwob",
+        env_tasks=names,
+        eval_per_cell=eval_per_task,
+        annotate_tasks=min(base.annotate_tasks, MINIWOB_ANNOTATE),
+    )
     f = cfg.flywheel
     # The base's tokenizer (sandbox text) splits MiniWoB++'s random names and country lists finely: the experts'
     # longest answers are 40 tokens, the sandbox demo's whole budget, so an answer one token longer was cut off
     # unreadable.
     n = MINIWOB_MAX_NEW_TOKENS
-    f = replace(f, max_new_tokens=n, sampling=replace(f.sampling, max_new_tokens=n), eval=replace(f.eval, max_new_tokens=n))
+    f = replace(
+        f, max_new_tokens=n, sampling=replace(f.sampling, max_new_tokens=n), eval=replace(f.eval, max_new_tokens=n)
+    )
     # Rehearse the base's grounding on the piles' own pages: without it, SFT on a dozen tasks wore down copying their
     # random names and the click's own coordinates (solved tasks slid back, docs/miniwob.md).
     g = MINIWOB_GROUNDING

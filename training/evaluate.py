@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from training.config import EvalConfig, PromptConfig
+from schemas.prompt import PromptConfig
+from training.config import EvalConfig
 from training.model import Policy
 from training.rollout import TaskInfo, Trajectory, run_episodes
 
@@ -68,8 +69,13 @@ def summarize(trajs: Sequence[Trajectory], policy_version: str, wall_s: float = 
         return {k: Rate.of(v) for k, v in g.items()}
 
     return EvalResult(
-        policy_version, Rate.of([t.passed for t in trajs]), group(lambda t: t.task.level), group(lambda t: t.task.family),
-        group(lambda t: f"{t.task.family}/L{t.task.level}"), sum(len(t.steps) for t in trajs), wall_s,
+        policy_version,
+        Rate.of([t.passed for t in trajs]),
+        group(lambda t: t.task.level),
+        group(lambda t: t.task.family),
+        group(lambda t: f"{t.task.family}/L{t.task.level}"),
+        sum(len(t.steps) for t in trajs),
+        wall_s,
     )
 
 
@@ -82,8 +88,16 @@ def evaluate(
 ) -> EvalResult:
     t0 = time.perf_counter()
     trajs = run_episodes(
-        policy.model, policy.tokenizer, tasks, attempts=1, policy_version=policy.version, temperature=cfg.temperature,
-        max_new_tokens=cfg.max_new_tokens, prompt_cfg=prompt_cfg, seed=cfg.seed, on_step=on_step,
+        policy.model,
+        policy.tokenizer,
+        tasks,
+        attempts=1,
+        policy_version=policy.version,
+        temperature=cfg.temperature,
+        max_new_tokens=cfg.max_new_tokens,
+        prompt_cfg=prompt_cfg,
+        seed=cfg.seed,
+        on_step=on_step,
     )
     return summarize(trajs, policy.version, time.perf_counter() - t0)
 
@@ -94,6 +108,12 @@ def record_eval(lake, round: int, result: EvalResult) -> dict:  # noqa: ANN001
 
     o = result.overall
     return update_round(
-        lake, round, eval_n=o.n, eval_pass_rate=o.rate, eval_pass_rate_lo=o.lo, eval_pass_rate_hi=o.hi,
-        policy_version=result.policy_version, breakdown={"eval": result.breakdown()},
+        lake,
+        round,
+        eval_n=o.n,
+        eval_pass_rate=o.rate,
+        eval_pass_rate_lo=o.lo,
+        eval_pass_rate_hi=o.hi,
+        policy_version=result.policy_version,
+        breakdown={"eval": result.breakdown()},
     )

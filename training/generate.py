@@ -71,7 +71,9 @@ def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, genera
         if bool(done.all()):
             break
         att = torch.cat([att, torch.ones((B, 1), dtype=torch.long)], dim=1)
-        res = model(input_ids=tok[:, None], attention_mask=att, position_ids=next_pos[:, None], cache=past, use_cache=True)
+        res = model(
+            input_ids=tok[:, None], attention_mask=att, position_ids=next_pos[:, None], cache=past, use_cache=True
+        )
         past, logits = res.cache, res.logits[:, -1].float()
         next_pos = next_pos + 1
     samples = []

@@ -45,7 +45,9 @@ def train_lm(
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, cfg)
         if device != "cpu":
-            batch = Batch(*(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask)))
+            batch = Batch(
+                *(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask))
+            )
         with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss = masked_nll(model, batch)
         opt.zero_grad(set_to_none=True)

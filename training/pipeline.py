@@ -13,7 +13,17 @@ import pyarrow.compute as pc
 from storage.piles import read_pile
 from training.backend import CommandBackend
 from training.base import sandbox_texts
-from training.config import CTConfig, EvalConfig, ModelConfig, PromptConfig, RLConfig, SamplingConfig, SFTConfig, WarmupConfig, to_dict
+from training.config import (
+    CTConfig,
+    EvalConfig,
+    ModelConfig,
+    PromptConfig,
+    RLConfig,
+    SamplingConfig,
+    SFTConfig,
+    WarmupConfig,
+    to_dict,
+)
 from training.ct import ct_due, ct_job
 from training.data import PILE_STEP_FIELDS
 from training.model import Policy
@@ -119,4 +129,12 @@ def run_training(
     raise ValueError(f"unknown training stage {stage!r}; expected ct, sft or rl")
 
 
-__all__ = ["FlywheelConfig", "TrainStep", "train_steps", "run_training", "create_policy", "SamplingConfig", "EvalConfig"]
+__all__ = [
+    "FlywheelConfig",
+    "TrainStep",
+    "train_steps",
+    "run_training",
+    "create_policy",
+    "SamplingConfig",
+    "EvalConfig",
+]

@@ -1,127 +1,42 @@
-"""The report's prompt: instruction, the last N steps in full, the current observation -> `Thought: ...\nAction: ...`.
-
-One function renders a state into a prompt string and one renders the agent's answer; `encode_example` tokenizes
-the two separately and concatenates them, so the boundary between observation tokens and agent tokens is exact
-and the loss mask (1 = agent token) is right by construction.
+"""Tokenizing the prompt and the answer (their text format is `schemas.prompt`): `encode_example` tokenizes the two
+separately and concatenates them, so the boundary between observation tokens and agent tokens is exact and the
+loss mask (1 = agent token) is right by construction.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from training.config import PromptConfig
+from schemas.prompt import (  # re-exported: the trainer's modules take the text format from here too
+    SCREEN_LINE,
+    PromptConfig,
+    Turn,
+    answer_line,
+    clip_thought,
+    parse_answer,
+    render_answer,
+    render_prompt,
+    target_thought,
+    typed_span,
+)
 
-
-@dataclass(frozen=True)
-class Turn:
-    """One past step as the prompt shows it."""
-
-    observation: str | None
-    thought: str
-    action: str
-
-
-def clip_thought(thought: str, max_words: int) -> str:
-    words = (thought or "").split()
-    return " ".join(words[:max_words])
-
-
-def render_prompt(instruction: str, history: Sequence[Turn], observation: str | None, cfg: PromptConfig = PromptConfig()) -> str:
-    """The state at one step. Older steps show thought and action; the last `history_full` also their screen."""
-    lines = [f"Instruction: {instruction.strip()}"]
-    past = list(history)[-cfg.history_max :] if cfg.history_max else []
-    first = len(history) - len(past)
-    for i, t in enumerate(past):
-        n = first + i + 1
-        full = i >= len(past) - cfg.history_full
-        if full and t.observation:
-            lines.append(f"Step {n} observation:\n{t.observation.strip()}")
-        thought = clip_thought(t.thought, cfg.history_thought_words)
-        lines.append(f"Step {n}: " + (f"Thought: {thought} " if thought else "") + f"Action: {t.action}")
-    lines.append(f"Observation:\n{(observation or '').strip()}")
-    return "\n".join(lines) + "\n"
-
-
-def _parsed(action: str):  # noqa: ANN202 - schemas.actions.Action | None
-    from schemas.actions import ActionError, parse_action
-
-    try:
-        return parse_action(action.strip())
-    except ActionError:
-        return None
-
-
-#: One element of a text screen: `<role> "<name>" ... (<x>,<y>)` (head = role and name; x, y = its centre).
-SCREEN_LINE = re.compile(r'^(?P<head>(?P<role>\w+) "(?P<name>[^"]*)").*\((?P<x>\d+),(?P<y>\d+)\)\s*$')
-
-
-def target_thought(action: str, observation: str | None, full_line: bool = False) -> str | None:
-    """`<role> "<name>"` of the listed element whose centre the action points at (with `full_line`, its whole line
-    as the screen lists it, state and centre included); None when there is none."""
-    a = _parsed(action)
-    if a is None or a.x is None or not observation:
-        return None
-    for line in observation.splitlines():
-        m = SCREEN_LINE.match(line.strip())
-        if m and (int(m["x"]), int(m["y"])) == (a.x, a.y):
-            return line.strip() if full_line else m["head"]
-    return None
-
-
-_FOCUSED = re.compile(r'^\w+ "(?P<name>[^"]*)".* focused\b')
-
-
-def typed_span(action: str, observation: str | None, instruction: str | None) -> str | None:
-    """`<field> '<text>'` for a type action into the focused field named <field> whose text the instruction asks
-    for: the sandbox's forms spell the span itself (`Email 'a@b.c'`, and a value quoted for another field is not
-    this one's); MiniWoB++ quotes the text in double quotes or not at all (`Enter "Kasey" into the text field`).
-    One shape for every typed step, so the model learns one copy. None when the instruction has no such text."""
-    a = _parsed(action)
-    if a is None or a.kind != "type" or not a.text or not observation or not instruction:
-        return None
-    for line in observation.splitlines():
-        m = _FOCUSED.match(line.strip())
-        if not m:
-            continue
-        span = f"{m['name']} '{a.text}'"
-        if span in instruction or (a.text in instruction and f"'{a.text}'" not in instruction):
-            return span
-    return None
-
-
-def answer_line(action: str, observation: str | None) -> str | None:
-    """The screen line an answer is read from, for `finished(content=...)` whose content the screen shows as a
-    quoted value (`text "Customer" value="Alice Kowalski" (102,72)`); None otherwise."""
-    a = _parsed(action)
-    if a is None or a.kind != "finished" or not a.text or not observation:
-        return None
-    return next((ln.strip() for ln in observation.splitlines() if f'"{a.text}"' in ln), None)
-
-
-def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(), observation: str | None = None,
-                  instruction: str | None = None) -> str:  # fmt: skip
-    if cfg.thought_style in ("target", "line"):
-        target = target_thought(action, observation, full_line=cfg.thought_style == "line")
-        if cfg.thought_style == "line":
-            target = target or typed_span(action, observation, instruction) or answer_line(action, observation)
-            if target:  # never clipped: a screen line ends with the centre or value, a typed span with the text
-                return f"Thought: {target}\nAction: {action.strip()}"
-        thought = target or thought
-    return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
-
-
-_ANSWER = re.compile(r"^\s*Thought:(?P<thought>.*?)\n\s*Action:(?P<action>.*)$", re.S)
-
-
-def parse_answer(text: str) -> tuple[str, str] | None:
-    """`Thought: ...\nAction: ...` -> (thought, action), or None when the model did not follow the format."""
-    m = _ANSWER.match(text)
-    if not m:
-        return None
-    action = m.group("action").strip().split("\n", 1)[0].strip()
-    return m.group("thought").strip(), action
+__all__ = [
+    "PromptConfig",
+    "Turn",
+    "SCREEN_LINE",
+    "clip_thought",
+    "render_prompt",
+    "target_thought",
+    "typed_span",
+    "answer_line",
+    "render_answer",
+    "parse_answer",
+    "Encoded",
+    "encode_prompt",
+    "encode_example",
+    "encode_examples",
+]
 
 
 @dataclass(frozen=True)
@@ -152,7 +67,11 @@ def encode_example(tokenizer, prompt: str, answer: str, cfg: PromptConfig = Prom
     return encode_examples(tokenizer, [(prompt, answer)], cfg)[0]
 
 
-def encode_examples(tokenizer, examples: Sequence[tuple[str, str]], cfg: PromptConfig = PromptConfig()) -> list[Encoded]:  # noqa: ANN001
+def encode_examples(
+    tokenizer,  # noqa: ANN001
+    examples: Sequence[tuple[str, str]],
+    cfg: PromptConfig = PromptConfig(),
+) -> list[Encoded]:
     """`encode_example` over many examples, tokenized in one batch call (the fast tokenizer runs it in parallel);
     only prompts over the budget are re-encoded one by one for their truncation."""
     if not examples:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from training.config import PromptConfig, RLConfig, to_dict
+from schemas.prompt import PromptConfig
+from training.config import RLConfig, to_dict
 from training.jobs import finish, resolve_base
 from training.loop import lr_at, make_optimizer
 from training.model import Policy
@@ -53,7 +54,9 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -
     return adv
 
 
-def decoupled_gae(rewards: torch.Tensor, values: torch.Tensor, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor, float]:
+def decoupled_gae(
+    rewards: torch.Tensor, values: torch.Tensor, cfg: RLConfig
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     """(policy advantages with lambda_policy, critic targets with lambda_critic, the lambda_policy used)."""
     lam_p = length_adaptive_lambda(len(rewards), cfg.alpha) if cfg.length_adaptive else cfg.lambda_policy
     adv = gae(rewards, values, cfg.gamma, lam_p)
@@ -107,7 +110,9 @@ def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tens
     return ids, att, resp
 
 
-def forward_policy(policy: Policy, ids: torch.Tensor, att: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def forward_policy(
+    policy: Policy, ids: torch.Tensor, att: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(next-token log-probs (B, T-1), values (B, T-1) from the detached hidden states, logits (B, T-1, V))."""
     from training.data import next_token_logprobs
 
@@ -117,19 +122,25 @@ def forward_policy(policy: Policy, ids: torch.Tensor, att: torch.Tensor) -> tupl
 
 
 @torch.no_grad()
-def step_values(policy: Policy, steps: Sequence[tuple[list[int], list[int]]], batch_size: int = 64) -> list[torch.Tensor]:
+def step_values(
+    policy: Policy, steps: Sequence[tuple[list[int], list[int]]], batch_size: int = 64
+) -> list[torch.Tensor]:
     """The critic's value before each response token, for (prompt_ids, response_ids) pairs."""
     out: list[torch.Tensor] = []
     pad = policy.tokenizer.pad_token_id
     for i in range(0, len(steps), batch_size):
-        chunk = [StepSeq(p + r, len(p), torch.empty(0), torch.empty(0), torch.empty(0)) for p, r in steps[i : i + batch_size]]
+        chunk = [
+            StepSeq(p + r, len(p), torch.empty(0), torch.empty(0), torch.empty(0)) for p, r in steps[i : i + batch_size]
+        ]
         ids, att, resp = _pad(chunk, pad)
         _, values, _ = forward_policy(policy, ids, att)
         out += [values[j][resp[j]] for j in range(len(chunk))]
     return out
 
 
-def build_sequences(policy: Policy, trajs: Sequence[Trajectory], rewards: Sequence[float], cfg: RLConfig) -> tuple[list[StepSeq], dict]:
+def build_sequences(
+    policy: Policy, trajs: Sequence[Trajectory], rewards: Sequence[float], cfg: RLConfig
+) -> tuple[list[StepSeq], dict]:
     """Advantages and critic targets for every agent token, then one StepSeq per step."""
     pairs = [(s.prompt_ids, s.response_ids) for tr in trajs for s in tr.steps]
     values = step_values(policy, pairs) if cfg.algo == "ppo" else [torch.zeros(len(r)) for _, r in pairs]
@@ -153,7 +164,15 @@ def build_sequences(policy: Policy, trajs: Sequence[Trajectory], rewards: Sequen
         for s, L in zip(tr.steps, lens):
             if L == 0:
                 continue
-            seqs.append(StepSeq(s.prompt_ids + s.response_ids, len(s.prompt_ids), torch.tensor(s.logprobs), adv[off : off + L], ret[off : off + L]))
+            seqs.append(
+                StepSeq(
+                    s.prompt_ids + s.response_ids,
+                    len(s.prompt_ids),
+                    torch.tensor(s.logprobs),
+                    adv[off : off + L],
+                    ret[off : off + L],
+                )
+            )
             off += L
     if cfg.algo == "ppo" and seqs:  # normalise advantages over the batch's agent tokens
         a = torch.cat([s.adv for s in seqs])
@@ -164,7 +183,9 @@ def build_sequences(policy: Policy, trajs: Sequence[Trajectory], rewards: Sequen
 
 
 # ------------------------------------------------------------------ losses
-def ppo_losses(policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only: bool = False) -> tuple[torch.Tensor, dict]:
+def ppo_losses(
+    policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only: bool = False
+) -> tuple[torch.Tensor, dict]:
     """Clip-higher PPO loss and the critic's MSE, averaged over the minibatch's agent tokens only."""
     ids, att, resp = _pad(mb, policy.tokenizer.pad_token_id)
     lp, values, logits = forward_policy(policy, ids, att)
@@ -185,7 +206,12 @@ def ppo_losses(policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only
     with torch.no_grad():
         clip_frac = float(((ratio < 1 - cfg.eps_low) | (ratio > 1 + cfg.eps_high)).float().mean())
         approx_kl = float((old_lp - new_lp).mean())
-    return loss, {"pg_loss": float(pg_loss.detach()), "value_loss": float(v_loss.detach()), "clip_frac": clip_frac, "approx_kl": approx_kl}
+    return loss, {
+        "pg_loss": float(pg_loss.detach()),
+        "value_loss": float(v_loss.detach()),
+        "clip_frac": clip_frac,
+        "approx_kl": approx_kl,
+    }
 
 
 # ------------------------------------------------------------------ the loop
@@ -212,9 +238,16 @@ def train_rl(
         # 1. roll out the current policy at temperature 1.0
         tasks = list(tasks_fn(cfg.tasks_per_iter, cfg.seed + seed_offset * 1000 + it))
         trajs = run_episodes(
-            policy.model, policy.tokenizer, tasks, attempts=cfg.group_size, policy_version=policy.version,
-            temperature=cfg.temperature, max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg,
-            max_steps=cfg.max_steps, seed=cfg.seed + seed_offset * 1000 + it,
+            policy.model,
+            policy.tokenizer,
+            tasks,
+            attempts=cfg.group_size,
+            policy_version=policy.version,
+            temperature=cfg.temperature,
+            max_new_tokens=max_new_tokens,
+            prompt_cfg=prompt_cfg,
+            max_steps=cfg.max_steps,
+            seed=cfg.seed + seed_offset * 1000 + it,
         )
         # 2. score with the verifier (plus format reward / length penalty)
         rewards = shaped_rewards(trajs, verifier, cfg)
@@ -224,8 +257,13 @@ def train_rl(
         seqs, info = build_sequences(policy, trajs, rewards, cfg)
         samples += len(trajs)
         tokens += sum(len(s.ids) for s in seqs)
-        stats = {"iter": it, "reward_mean": sum(rewards) / max(1, len(rewards)),
-                 "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)), "steps": len(seqs), **info}
+        stats = {
+            "iter": it,
+            "reward_mean": sum(rewards) / max(1, len(rewards)),
+            "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
+            "steps": len(seqs),
+            **info,
+        }
         # 4. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
         if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:
             vl = []
@@ -278,7 +316,13 @@ def rl_job(
     b = resolve_base(lake, base)
     losses, info = train_rl(b.policy, tasks_fn, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter)
     res = JobResult(
-        "rl", round, b.uri, samples=info["samples"], tokens=info["tokens"], losses=losses,
-        metrics={"iterations": info["iterations"]}, config={"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
+        "rl",
+        round,
+        b.uri,
+        samples=info["samples"],
+        tokens=info["tokens"],
+        losses=losses,
+        metrics={"iterations": info["iterations"]},
+        config={"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
     )
     return finish(lake, res, b.policy, t0), b.policy

@@ -12,10 +12,10 @@ from typing import Protocol
 
 import torch
 
-from training.config import PromptConfig
+from schemas.actions import ActionError, parse_action
+from schemas.prompt import PromptConfig
 from training.generate import sample
 from training.prompt import Turn, encode_prompt, parse_answer, render_prompt
-from schemas.actions import ActionError, parse_action
 
 
 class Environment(Protocol):
@@ -147,7 +147,9 @@ def run_episodes(
     try:
         while active:
             prompts = [
-                encode_prompt(tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg)
+                encode_prompt(
+                    tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg
+                )
                 for i in active
             ]
             outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen, batch_size)
@@ -159,7 +161,9 @@ def run_episodes(
                 parsed = parse_answer(s.text) if s.finished else None
                 thought, action = parsed if parsed else ("", "")
                 ok = parsed is not None and _readable(action)
-                rec = StepRecord(obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok)
+                rec = StepRecord(
+                    obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok
+                )
                 if reviewers is not None:
                     override = reviewers[i].review(env, thought, action if ok else "")
                     rec.decision = "accepted" if override is None else "overridden"

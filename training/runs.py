@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from storage.lake import content_id
@@ -28,11 +28,18 @@ class JobResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
-    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def run_id(self) -> str:
-        return content_id(str(self.round), self.stage, self.backend, self.base_checkpoint or "", self.output_checkpoint or "", self.started_at.isoformat())
+        return content_id(
+            str(self.round),
+            self.stage,
+            self.backend,
+            self.base_checkpoint or "",
+            self.output_checkpoint or "",
+            self.started_at.isoformat(),
+        )
 
     def to_row(self) -> dict[str, Any]:
         finite = [x for x in self.losses if math.isfinite(x)]

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from training.config import PromptConfig, SamplingConfig
+from schemas.prompt import PromptConfig
+from training.config import SamplingConfig
 from training.convert import to_attempt
 from training.model import Policy
 from training.rollout import TaskInfo, Trajectory, run_episodes
@@ -62,19 +63,33 @@ def rejection_sample(
 
     t0 = time.perf_counter()
     trajs = run_episodes(
-        policy.model, policy.tokenizer, tasks, attempts=cfg.attempts, policy_version=policy.version,
-        temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, prompt_cfg=prompt_cfg,
-        seed=cfg.seed + 7919 * round, on_step=on_step,
+        policy.model,
+        policy.tokenizer,
+        tasks,
+        attempts=cfg.attempts,
+        policy_version=policy.version,
+        temperature=cfg.temperature,
+        max_new_tokens=cfg.max_new_tokens,
+        prompt_cfg=prompt_cfg,
+        seed=cfg.seed + 7919 * round,
+        on_step=on_step,
     )
     attempts = [to_attempt(tr, round) for tr in trajs]
     if render is not None:
         for i, refs in enumerate(attach_screenshots(lake, trajs, render)):
-            steps = tuple(replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(attempts[i].steps, refs))
+            steps = tuple(
+                replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(attempts[i].steps, refs)
+            )
             attempts[i] = replace(attempts[i], steps=steps)
     path = Path(landing) / f"rollouts-round{round}-{policy.version}.jsonl"
     write_rollouts(path, attempts)
     res = ingest_rollout_file(lake, path, round=round)
     return SamplingResult(
-        str(path), policy.version, len(trajs), sum(tr.passed for tr in trajs), res.result.episodes_added,
-        res.result.quarantined_added, time.perf_counter() - t0,
+        str(path),
+        policy.version,
+        len(trajs),
+        sum(tr.passed for tr in trajs),
+        res.result.episodes_added,
+        res.result.quarantined_added,
+        time.perf_counter() - t0,
     )

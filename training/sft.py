@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from training.config import PromptConfig, SFTConfig
+from schemas.prompt import PromptConfig
+from training.config import SFTConfig
 from training.data import batches
 from training.jobs import ProgressFn, pile_job
 from training.loop import train_lm
@@ -11,7 +12,9 @@ from training.prompt import Encoded
 from training.runs import JobResult
 
 
-def train_sft(policy: Policy, items: list[Encoded], cfg: SFTConfig = SFTConfig(), on_step: ProgressFn | None = None) -> tuple[list[float], int]:
+def train_sft(
+    policy: Policy, items: list[Encoded], cfg: SFTConfig = SFTConfig(), on_step: ProgressFn | None = None
+) -> tuple[list[float], int]:
     """Plain function: `cfg.steps_for(len(items))` masked-loss steps over `items`; returns (losses, tokens)."""
     steps = cfg.steps_for(len(items))
     it = batches(items, cfg.batch_size, steps, policy.tokenizer.pad_token_id, seed=cfg.seed)
@@ -29,5 +32,17 @@ def sft_job(
 ) -> tuple[JobResult, Policy]:
     """Loss on the agent's tokens only, on the SFT pile, episodes per task capped, plus the grounding rehearsal
     (see training.jobs.pile_job)."""
-    return pile_job(lake, round, "sft", base, cfg, prompt_cfg, pile_version, on_step, train_sft, agent_only=True,
-                    max_per_task=cfg.max_episodes_per_task, grounding=cfg.grounding)
+    return pile_job(
+        lake,
+        round,
+        "sft",
+        base,
+        cfg,
+        prompt_cfg,
+        pile_version,
+        on_step,
+        train_sft,
+        agent_only=True,
+        max_per_task=cfg.max_episodes_per_task,
+        grounding=cfg.grounding,
+    )

@@ -39,12 +39,16 @@ def copy_batches(corpus: Sequence[int], cfg: WarmupConfig, pad_id: int) -> Itera
         yield collate([copy_example(corpus, cfg, rng) for _ in range(cfg.batch_size)], pad_id)
 
 
-def copy_warmup(policy: Policy, texts: Sequence[str], cfg: WarmupConfig, on_step: Callable[[int, float], None] | None = None) -> list[float]:
+def copy_warmup(
+    policy: Policy, texts: Sequence[str], cfg: WarmupConfig, on_step: Callable[[int, float], None] | None = None
+) -> list[float]:
     """Train `policy` in place on copy sequences drawn from `texts` (tokenized once); returns the loss per step."""
     if cfg.steps <= 0:
         return []
     corpus = [i for t in texts for i in policy.tokenizer.encode(t + "\n", add_special_tokens=False)]
     if len(corpus) < cfg.max_span + cfg.max_gap + 2:
         raise ValueError(f"copy warm-up needs more text than {len(corpus)} tokens")
-    losses, _ = train_lm(policy.model, copy_batches(corpus, cfg, policy.tokenizer.pad_token_id), cfg.steps, cfg.optim, on_step)
+    losses, _ = train_lm(
+        policy.model, copy_batches(corpus, cfg, policy.tokenizer.pad_token_id), cfg.steps, cfg.optim, on_step
+    )
     return losses

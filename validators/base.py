@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flywheel.records import Episode, Verdict, episodes_to_table
+from schemas.records import Episode, Verdict, episodes_to_table
 
 #: What `check_batch` returns: one row per input episode, in input order.
 VERDICT_BATCH = pa.schema(
@@ -58,11 +58,15 @@ class EpisodeBatch:
         parents, lengths, row = [], [], 0
         for c in chunks:
             parents.append(np.asarray(pc.list_parent_indices(c).to_numpy(zero_copy_only=False), dtype=np.int64) + row)
-            lengths.append(np.asarray(pc.fill_null(pc.list_value_length(c), 0).to_numpy(zero_copy_only=False), dtype=np.int64))
+            lengths.append(
+                np.asarray(pc.fill_null(pc.list_value_length(c), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            )
             row += len(c)
         self.parent = np.concatenate(parents) if parents else np.zeros(0, np.int64)
         self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64) if self.n else np.zeros(0, np.int64)
+        self.starts = (
+            np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64) if self.n else np.zeros(0, np.int64)
+        )
         self._cache: dict[str, Any] = {}
 
     @property
@@ -70,7 +74,9 @@ class EpisodeBatch:
         """Each step's index within its episode (computed on first use: only failures' details need it)."""
         if "position" not in self._cache:
             p = self.parent
-            self._cache["position"] = np.arange(len(p), dtype=np.int64) - self.starts[p] if len(p) else np.zeros(0, np.int64)
+            self._cache["position"] = (
+                np.arange(len(p), dtype=np.int64) - self.starts[p] if len(p) else np.zeros(0, np.int64)
+            )
         return self._cache["position"]
 
     @classmethod

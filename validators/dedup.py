@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.keyindex import FileIndex, contains, fmix64, key_words, sort_words
-from validators.base import EpisodeBatch, Outcome, Validator, as_bool
+from validators.base import EpisodeBatch, Outcome, Validator
 
 DUPLICATE = "duplicate"
 _POLARS = __import__("polars").__version__
@@ -97,12 +97,16 @@ class ExactDedup(Validator):
             words = [key_words(t.column("content_key").filter(pa.array(ok)))]
             if not ok.all():  # routed without exact dedup, before schema 2, or under another Polars: rehash the
                 # episodes of these very rows (not of the committed pile: a writer builds this before its commit)
-                e = join_episodes(lake, t.filter(pa.array(~ok)).select(["episode_id", "round"]), ["instruction", "steps"], ["action"])
+                e = join_episodes(
+                    lake, t.filter(pa.array(~ok)).select(["episode_id", "round"]), ["instruction", "steps"], ["action"]
+                )
                 if e.num_rows:
                     words.append(key_words(content_keys(EpisodeBatch(e))))
             return np.concatenate(words)
 
-        return FileIndex(f"{self.name}-{self.version}", ("episode_id", "round", "content_key", "content_key_version"), build)
+        return FileIndex(
+            f"{self.name}-{self.version}", ("episode_id", "round", "content_key", "content_key_version"), build
+        )
 
     def prepare(self, lake: Any) -> None:
         """Load the content keys of every episode already in a pile from the piles' key index (storage/keyindex.py):
@@ -128,7 +132,11 @@ class ExactDedup(Validator):
     def _check(self, b: EpisodeBatch) -> Outcome:
         keys = self._keys(b)
         in_pile = contains(self._runs, key_words(keys))
-        first = pa.table({"k": keys, "i": pa.array(np.arange(b.n))}).group_by("k", use_threads=False).aggregate([("i", "min")])
+        first = (
+            pa.table({"k": keys, "i": pa.array(np.arange(b.n))})
+            .group_by("k", use_threads=False)
+            .aggregate([("i", "min")])
+        )
         is_first = np.zeros(b.n, dtype=bool)
         is_first[first.column("i_min").to_numpy()] = True
         failed = in_pile | ~is_first
@@ -158,10 +166,10 @@ def shingle_hashes(b: EpisodeBatch, n: int = 3) -> tuple[np.ndarray, np.ndarray]
     if len(flat) < n:
         return np.zeros(0, np.uint64), np.zeros(0, np.int64)
     m = len(flat) - n + 1
-    same = parent[: m] == parent[n - 1 :]
+    same = parent[:m] == parent[n - 1 :]
     gram = pc.binary_join_element_wise(*[flat.slice(i, m) for i in range(n)], " ")
     h = pl.Series(gram.filter(pa.array(same))).hash(seed=7).to_numpy()
-    return fmix64(h.astype(np.uint64)), parent[: m][same]
+    return fmix64(h.astype(np.uint64)), parent[:m][same]
 
 
 def minhash_signatures(h: np.ndarray, parent: np.ndarray, n_episodes: int, num_perm: int, seed: int) -> np.ndarray:

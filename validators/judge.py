@@ -47,14 +47,18 @@ class JudgeBackend(Protocol):
 def build_prompts(b: EpisodeBatch, last: int = 5) -> list[JudgePrompt]:
     """The judge's view of each episode: instruction, every step's thought and action, the final answer, and the
     last `last` screenshots (URIs) and observations."""
-    rows = b.table.select([c for c in ("instruction", "steps", "final_answer") if c in b.table.column_names]).to_pylist()
+    rows = b.table.select(
+        [c for c in ("instruction", "steps", "final_answer") if c in b.table.column_names]
+    ).to_pylist()
     out = []
     for r in rows:
         steps = r.get("steps") or []
         lines = [f"Task: {r.get('instruction') or ''}"]
         for s in steps:
             thought = (s.get("thought") or "").strip()
-            lines.append(f"Step {s.get('index')}: " + (f"Thought: {thought} " if thought else "") + f"Action: {s.get('action')}")
+            lines.append(
+                f"Step {s.get('index')}: " + (f"Thought: {thought} " if thought else "") + f"Action: {s.get('action')}"
+            )
         tail = steps[-last:]
         obs = tuple(s.get("observation") or "" for s in tail)
         for s, o in zip(tail, obs):
@@ -104,13 +108,17 @@ class OpenAIJudge:
     """An OpenAI-compatible chat endpoint: text history plus the last screenshots as image parts."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0) -> None:
-        self.url = base_url.rstrip("/") + ("" if base_url.rstrip("/").endswith("/chat/completions") else "/chat/completions")
+        self.url = base_url.rstrip("/") + (
+            "" if base_url.rstrip("/").endswith("/chat/completions") else "/chat/completions"
+        )
         self.model, self.api_key, self.timeout_s = model, api_key, timeout_s
 
     def request(self, prompt: JudgePrompt, images: list[bytes]) -> dict[str, Any]:
         parts: list[dict[str, Any]] = [{"type": "text", "text": prompt.text}]
         for img in images:
-            parts.append({"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(img).decode()}})
+            parts.append(
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(img).decode()}}
+            )
         return {
             "model": self.model,
             "messages": [{"role": "user", "content": parts}],
@@ -178,7 +186,9 @@ class Judge(Validator):
         if self._backend is None:
             import os
 
-            self._backend = open_backend(self.params["model"], self.params["endpoint_model"], os.environ.get("FLYWHEEL_JUDGE_API_KEY"))
+            self._backend = open_backend(
+                self.params["model"], self.params["endpoint_model"], os.environ.get("FLYWHEEL_JUDGE_API_KEY")
+            )
         return self._backend
 
     def _check(self, b: EpisodeBatch) -> Outcome:

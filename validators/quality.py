@@ -14,15 +14,15 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flywheel.records import SOURCES
 from schemas.actions import MAX_COORD
+from schemas.records import SOURCES
 from storage.lake import content_id
 
 SUITE = "episodes_batch"
@@ -59,7 +59,7 @@ class DQResult:
             "n_failed": self.n_failed,
             "overridden": self.overridden,
             "details": json.dumps({"failed": self.failed}, default=str),
-            "validated_at": datetime.now(timezone.utc),
+            "validated_at": datetime.now(UTC),
         }
 
     def message(self) -> str:
@@ -85,7 +85,10 @@ def expectations(round: int, max_steps: int = 1000) -> list[Any]:
 
     E = gx.expectations
     return [
-        *[E.ExpectColumnValuesToNotBeNull(column=c) for c in ("episode_id", "source", "task_id", "instruction", "n_steps")],
+        *[
+            E.ExpectColumnValuesToNotBeNull(column=c)
+            for c in ("episode_id", "source", "task_id", "instruction", "n_steps")
+        ],
         E.ExpectColumnValuesToBeUnique(column="episode_id"),
         E.ExpectColumnValuesToBeInSet(column="source", value_set=list(SOURCES)),
         E.ExpectColumnValuesToBeInSet(column="round", value_set=[round]),
@@ -119,7 +122,9 @@ def run_suite(table: pa.Table, round: int) -> DQResult:
             frame[c] = frame[c].astype("int64")
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    bd = ctx.data_sources.add_pandas("episodes").add_dataframe_asset("batch").add_batch_definition_whole_dataframe("all")
+    bd = (
+        ctx.data_sources.add_pandas("episodes").add_dataframe_asset("batch").add_batch_definition_whole_dataframe("all")
+    )
     suite = ctx.suites.add(gx.ExpectationSuite(name=SUITE, expectations=expectations(round)))
     vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=SUITE, data=bd, suite=suite))
     res = vd.run(batch_parameters={"dataframe": frame})
@@ -133,4 +138,6 @@ def run_suite(table: pa.Table, round: int) -> DQResult:
                 observed = r.exception_info.get("exception_message")
             failed.append({"expectation": cfg.type, "column": cfg.kwargs.get("column"), "observed": observed,
                            "sample": (result.get("partial_unexpected_list") or [])[:5]})  # fmt: skip
-    return DQResult(round, batch_id(table.column("episode_id")), bool(res.success), len(res.results), len(failed), failed)
+    return DQResult(
+        round, batch_id(table.column("episode_id")), bool(res.success), len(res.results), len(failed), failed
+    )

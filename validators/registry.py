@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from flywheel.records import SOURCES
+from schemas.records import SOURCES
 from validators.base import Validator
 from validators.dedup import ExactDedup, NearDedup
 from validators.judge import Judge
@@ -106,7 +106,7 @@ def parse_policy(data: dict[str, Any], path: str = "<policy>") -> Policy:
 def load_policy(path: str | Path | None = None) -> Policy:
     """The routing policy from `path`, else settings.routing_policy, else the bundled default."""
     if path is None:
-        from flywheel.settings import get_settings
+        from core.settings import get_settings
 
         path = get_settings().routing_policy or DEFAULT_POLICY
     p = Path(path)

@@ -3,7 +3,7 @@
 TRL-style reward functions are plain callables. Build one from validator names (or a source's routing policy):
 
     reward_fn = make_reward(["action_grammar", "on_screen", "env_verdict"])   # or policy_reward("rollout")
-    rewards: list[float] = reward_fn(episodes)        # episodes: list[flywheel.records.Episode] or a pyarrow.Table
+    rewards: list[float] = reward_fn(episodes)        # episodes: list[schemas.records.Episode] or a pyarrow.Table
 
 Signature: `reward_fn(episodes, **kwargs) -> list[float]`, one reward per episode, in order. With mode="pass"
 (default) the reward is V(s) in {0.0, 1.0}, the very AND that routing uses; with mode="score" it is the product of
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flywheel.records import Episode, episodes_to_table
+from schemas.records import Episode, episodes_to_table
 from validators.base import EpisodeBatch, Validator
 from validators.registry import REGISTRY, ValidationContext, ValidatorSpec, load_policy
 
@@ -56,7 +56,9 @@ def reward_from(validators: Sequence[Validator], mode: str = "pass") -> RewardFn
     return reward
 
 
-def make_reward(names: Sequence[str], mode: str = "pass", context: ValidationContext | None = None, **params: dict[str, Any]) -> RewardFn:
+def make_reward(
+    names: Sequence[str], mode: str = "pass", context: ValidationContext | None = None, **params: dict[str, Any]
+) -> RewardFn:
     """A reward function from validator names; `params` maps a name to its parameters, e.g. step_limit={"max_steps": 30}."""
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
 from storage import projection
 from storage.errors import LakeError
 from storage.lake import Lake
-from storage.piles import PILES, pile_ids
+from storage.piles import pile_ids
 from validators.base import EpisodeBatch, Validator
 from validators.quality import COLUMNS as DQ_COLUMNS
 from validators.quality import DataQualityError, DQResult, run_suite
@@ -94,7 +94,7 @@ def update_round(lake: Lake, round: int, **fields: Any) -> dict[str, Any]:
         else:
             row[k] = v
     row["round"] = round
-    row["updated_at"] = datetime.now(timezone.utc)
+    row["updated_at"] = datetime.now(UTC)
     lake.upsert("rounds", [row])
     return row
 
@@ -149,7 +149,9 @@ class Reads:
 
     @property
     def loaded(self) -> frozenset[str] | None:
-        return None if self.step_fields is None else frozenset([*self.columns, *(f"steps.{f}" for f in self.step_fields)])
+        return (
+            None if self.step_fields is None else frozenset([*self.columns, *(f"steps.{f}" for f in self.step_fields)])
+        )
 
 
 @dataclass
@@ -170,7 +172,9 @@ def _prior_for(prior: pa.Table | None, v: Validator) -> pa.Table | None:
     return t if t.num_rows else None
 
 
-def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None = None, now: datetime | None = None) -> Decision:
+def decide(
+    batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None = None, now: datetime | None = None
+) -> Decision:
     """Run every validator the policy requires for each episode's source and combine: V(s) = AND.
 
     `prior` holds verdicts already stored for this round; where one exists for (episode, validator, version) it
@@ -187,7 +191,7 @@ def decide(batch: EpisodeBatch, plan: Plan, round: int, prior: pa.Table | None =
     parts: list[pa.Table] = []
     used: list[Validator] = []
     extra: dict[str, pa.Array] = {}
-    now_ = pa.scalar(now or datetime.now(timezone.utc), pa.timestamp("us", tz="UTC"))
+    now_ = pa.scalar(now or datetime.now(UTC), pa.timestamp("us", tz="UTC"))
     for order, (spec, v) in enumerate(plan.validators.items()):
         users = [s for s in uniq if spec in plan.policy.for_source(s)]
         if not users:
@@ -256,7 +260,11 @@ def _reason_lists(n: int, eps: list[np.ndarray], orders: list[np.ndarray], codes
     if not eps:
         return pa.array([[] for _ in range(n)], pa.list_(pa.string()))
     t = pa.table({"ep": np.concatenate(eps), "o": np.concatenate(orders), "r": pa.concat_arrays(codes)})
-    t = t.group_by(["ep", "r"], use_threads=False).aggregate([("o", "min")]).sort_by([("ep", "ascending"), ("o_min", "ascending")])
+    t = (
+        t.group_by(["ep", "r"], use_threads=False)
+        .aggregate([("o", "min")])
+        .sort_by([("ep", "ascending"), ("o_min", "ascending")])
+    )
     ep = t.column("ep").to_numpy()
     counts = np.bincount(ep, minlength=n)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
@@ -309,7 +317,7 @@ def route_round(
         plan.prepare(lake, set(pc.unique(new_meta.column("source")).to_pylist()))
         has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
         prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
-        run_ts = datetime.now(timezone.utc)  # every verdict of this run carries it (see route_batch)
+        run_ts = datetime.now(UTC)  # every verdict of this run carries it (see route_batch)
         r = plan.reads()
         tables = projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields,
                                  filter=new_episodes_filter(round, routed))  # fmt: skip
@@ -318,8 +326,15 @@ def route_round(
     summary = summarize(lake, round)
     summary.routed_now = routed_now
     summary.dq = _dq_info(dq) if dq else None
-    fields_ = {k: getattr(summary, k) for k in ("n_new", "n_pass", "n_fail", "pass_rate", "pass_rate_lo", "pass_rate_hi", "sft_size", "ct_size")}
-    breakdown: dict[str, Any] = {"by_source": summary.by_source, "by_family": summary.by_family, "reasons": summary.reasons}
+    fields_ = {
+        k: getattr(summary, k)
+        for k in ("n_new", "n_pass", "n_fail", "pass_rate", "pass_rate_lo", "pass_rate_hi", "sft_size", "ct_size")
+    }
+    breakdown: dict[str, Any] = {
+        "by_source": summary.by_source,
+        "by_family": summary.by_family,
+        "reasons": summary.reasons,
+    }
     if dq:
         breakdown["dq"] = summary.dq
     update_round(lake, round, breakdown=breakdown, **fields_)
@@ -368,10 +383,12 @@ def route_batch(
     Pile rows are thin (schemas.tables.SFT / CT): the episode's id and flat columns, the routing round, the
     validators' pile columns (the exact-dedup content key) and, for CT, the failing reasons."""
     batch = EpisodeBatch(table, loaded)
-    run_ts = run_ts or datetime.now(timezone.utc)
+    run_ts = run_ts or datetime.now(UTC)
     d = decide(batch, plan, round, prior, now=run_ts)
     if d.verdicts is not None:
-        lake.append("verdicts", d.verdicts, scope=pc.field("validated_at") < pa.scalar(run_ts, pa.timestamp("us", tz="UTC")))
+        lake.append(
+            "verdicts", d.verdicts, scope=pc.field("validated_at") < pa.scalar(run_ts, pa.timestamp("us", tz="UTC"))
+        )
     say("verdicts_written", {"n": batch.n})
     cols = {c: table.column(c) for c in PILE_EPISODE_COLUMNS}
     cols["round_routed"] = pa.array(np.full(batch.n, round, dtype=np.int32))
@@ -397,7 +414,11 @@ def summarize(lake: Lake, round: int) -> RoundSummary:
     ct = lake.read("ct", cols + ["reasons"], filter=pc.field("round_routed") == round)
     sft_ids, ct_ids = sft.column("episode_id"), ct.column("episode_id")
     problems = []
-    both = pc.filter(sft_ids, pc.is_in(sft_ids, value_set=ct_ids.combine_chunks())) if ct.num_rows and sft.num_rows else pa.array([], pa.string())
+    both = (
+        pc.filter(sft_ids, pc.is_in(sft_ids, value_set=ct_ids.combine_chunks()))
+        if ct.num_rows and sft.num_rows
+        else pa.array([], pa.string())
+    )
     if len(both):
         problems.append(f"{len(both)} episode(s) in both sft and ct, e.g. {both[0]}")
     routed = pa.concat_arrays([sft_ids.combine_chunks(), ct_ids.combine_chunks()])

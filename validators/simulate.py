@@ -70,7 +70,9 @@ def simulate(
         pool = screenshot_pool(lake)
         out = []
         for r, p in enumerate(shares, start=1):
-            table = synthetic_rollouts(attempts, r, screenshots=pool, steps=steps, seed=seed, true_pass_share=p, leniency=leniency)
+            table = synthetic_rollouts(
+                attempts, r, screenshots=pool, steps=steps, seed=seed, true_pass_share=p, leniency=leniency
+            )
             lake.append("episodes", table)
             s = route_round(lake, r)
             true_fail = int(pc.sum(pc.match_substring(table.column("meta"), _FALSE)).as_py() or 0)

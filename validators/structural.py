@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flywheel.records import SOURCES
 from schemas.actions import DIRECTIONS, NOARG_KINDS, POINT_KINDS, TEXT_KINDS, ActionError, parse_action
+from schemas.records import SOURCES
 from validators.base import EpisodeBatch, Outcome, Validator, as_bool, as_float, per_value, step_details
 
 # ------------------------------------------------------------------ canonical action grammar (RE2, pyarrow)
@@ -128,7 +128,9 @@ class OnScreen(Validator):
         off_ep = b.any_step(off & ~no_size)
         failed = missing_size | off_ep
         reason = np.where(missing_size, "no_screen_size", "off_screen")
-        return Outcome(failed, reason, details=step_details(b, b.first_step(off | (has_coord & no_size)), failed, "coords"))
+        return Outcome(
+            failed, reason, details=step_details(b, b.first_step(off | (has_coord & no_size)), failed, "coords")
+        )
 
 
 class MonotonicTime(Validator):
@@ -165,7 +167,9 @@ class Thoughts(Validator):
         n_with = b.count_step(has)
         share = np.divide(n_with, b.lengths, out=np.zeros(b.n), where=b.lengths > 0)
         failed = share < self.params["min_share"] - 1e-12
-        return Outcome(failed, "empty_thought", score=share, details=step_details(b, b.first_step(~has), failed, "thought"))
+        return Outcome(
+            failed, "empty_thought", score=share, details=step_details(b, b.first_step(~has), failed, "thought")
+        )
 
 
 _SHA = "^[0-9a-f]{64}$"
@@ -200,7 +204,9 @@ class Screenshot(Validator):
         uri, sha = b.step("screenshot_uri"), b.step("screenshot_sha256")
         # 64 lower-case hex digits (length first: the regex then only meets 64-byte strings); once per distinct
         # value when routing read the fields as dictionaries
-        ok_sha = per_value(sha, lambda v: pc.and_kleene(pc.equal(pc.binary_length(v), 64), pc.match_substring_regex(v, _SHA)))
+        ok_sha = per_value(
+            sha, lambda v: pc.and_kleene(pc.equal(pc.binary_length(v), 64), pc.match_substring_regex(v, _SHA))
+        )
         present = as_bool(ok_sha) & as_bool(per_value(uri, lambda v: pc.greater(pc.binary_length(v), 0)))
         missing = b.any_step(~present)
         bad_step = ~present

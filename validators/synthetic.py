@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flywheel import PIPELINE_VERSION
+from core import PIPELINE_VERSION
 from schemas.tables import EPISODES, STEP
 
 FAMILIES = ("office", "browser", "files", "settings")
@@ -37,7 +37,12 @@ def screenshot_pool(lake: Any, k: int = 4, size: tuple[int, int] = (64, 40)) -> 
 
 
 def _ids(seed: int, round: int, start: int, n: int, salt: str = "") -> pa.Array:
-    return pa.array([hashlib.blake2b(f"{salt}{seed}:{round}:{i}".encode(), digest_size=16).hexdigest() for i in range(start, start + n)])
+    return pa.array(
+        [
+            hashlib.blake2b(f"{salt}{seed}:{round}:{i}".encode(), digest_size=16).hexdigest()
+            for i in range(start, start + n)
+        ]
+    )
 
 
 def _s(a: np.ndarray | pa.Array) -> pa.Array:
@@ -87,7 +92,11 @@ def synthetic_rollouts(
     names = np.array(["click", "type", "scroll", "hotkey", "finished"], dtype=object)
     has_pt = (kind == 0) | (kind == 2)
     none_i = pa.nulls(N, pa.int32())
-    text = pc.if_else(pa.array(kind == 1), pc.binary_join_element_wise("report ", _s(gi), ""), pc.if_else(pa.array(kind == 4), "done", pa.scalar(None, pa.string())))
+    text = pc.if_else(
+        pa.array(kind == 1),
+        pc.binary_join_element_wise("report ", _s(gi), ""),
+        pc.if_else(pa.array(kind == 4), "done", pa.scalar(None, pa.string())),
+    )
     thought = pc.binary_join_element_wise("I ", pa.array(names[kind], pa.string()), " to reach report ", _s(gi), "")
     shot = np.arange(N) % len(screenshots)
     cols = {
@@ -122,7 +131,9 @@ def synthetic_rollouts(
             "round": pa.array(np.full(n, round, dtype=np.int32)),
             "task_id": pc.binary_join_element_wise("task-", _s(idx % 997), ""),
             "task_family": pa.array(np.array(FAMILIES, dtype=object)[idx % len(FAMILIES)], pa.string()),
-            "instruction": pc.binary_join_element_wise("Open report ", _s(idx), " and export it as PDF (round ", _s(np.full(n, round)), ")", ""),
+            "instruction": pc.binary_join_element_wise(
+                "Open report ", _s(idx), " and export it as PDF (round ", _s(np.full(n, round)), ")", ""
+            ),
             "screen_width": pa.array(np.full(n, width, dtype=np.int32)),
             "screen_height": pa.array(np.full(n, height, dtype=np.int32)),
             "group": pa.array(np.full(n, "model", dtype=object), pa.string()),
@@ -135,7 +146,7 @@ def synthetic_rollouts(
             "n_steps": pa.array(np.full(n, steps, dtype=np.int32)),
             "steps": steps_col,
             "pipeline_version": pa.array(np.full(n, PIPELINE_VERSION, dtype=object), pa.string()),
-            "ingested_at": pa.array(np.full(n, datetime.now(timezone.utc))).cast(pa.timestamp("us", tz="UTC")),
+            "ingested_at": pa.array(np.full(n, datetime.now(UTC))).cast(pa.timestamp("us", tz="UTC")),
             "meta": pc.if_else(pa.array(truth), '{"truth": true}', '{"truth": false}'),
         }
     )
@@ -145,5 +156,7 @@ def synthetic_rollouts(
         dups = table.take(pa.array(src))
         dups = dups.set_column(0, "episode_id", _ids(seed, round, start, n_dup, salt="dup:"))
         table = pa.concat_tables([table, dups])
-    arrays = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in EPISODES]
+    arrays = [
+        table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in EPISODES
+    ]
     return pa.Table.from_arrays(arrays, schema=EPISODES)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from flywheel.settings import get_settings
+from core.settings import get_settings
 from storage.lake import Lake
 
 LakeOpt = Annotated[

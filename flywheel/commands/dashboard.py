@@ -8,13 +8,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from core.console import console, fail
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console, fail
 
 
 def dashboard(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the HTML page.")] = Path("flywheel-dashboard.html"),
-    serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 (re-rendered when the lake changes).")] = False,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the HTML page.")] = Path(
+        "flywheel-dashboard.html"
+    ),
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 (re-rendered when the lake changes).")
+    ] = False,
     port: Annotated[int, typer.Option(help="Port for --serve (0 picks a free one).")] = 8050,
     lake: LakeOpt = None,
 ) -> None:
@@ -35,8 +39,14 @@ def dashboard(
 
         console.print("rendering the dashboard ...")
         try:
-            serve_page(lk, out, port, on_ready=lambda url: console.print(
-                f"serving [bold]{url}[/] (page {out}); Ctrl-C stops", soft_wrap=True))
+            serve_page(
+                lk,
+                out,
+                port,
+                on_ready=lambda url: console.print(
+                    f"serving [bold]{url}[/] (page {out}); Ctrl-C stops", soft_wrap=True
+                ),
+            )
         except OSError as e:
             fail(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}")
         return
@@ -53,7 +63,11 @@ def _summary(page) -> None:  # noqa: ANN001
     t = Table("panel", "state", "ms", title="panels")
     style = {"ok": "green", "empty": "yellow", "error": "red"}
     for p in page.panels:
-        t.add_row(p.title, f"[{style[p.state]}]{p.state}[/]" + (f": {escape(str(p.message))}" if p.state == "error" else ""), p.ms)
+        t.add_row(
+            p.title,
+            f"[{style[p.state]}]{p.state}[/]" + (f": {escape(str(p.message))}" if p.state == "error" else ""),
+            p.ms,
+        )
     console.print(t)
 
 

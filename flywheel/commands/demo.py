@@ -11,9 +11,8 @@ import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from core.console import console
 from flywheel.commands.common import LakeOpt
-from flywheel.console import console
-
 
 MARKER = ".flywheel-demo"
 
@@ -30,7 +29,18 @@ def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
     """One row per round: new-sample pass rate P(V=1|r) and held-out pass rate with 95% intervals, per level."""
     levels = sorted({lv for r in rows for lv in r["eval_by_level"]})
     t = Table(title="flywheel rounds (pass rates in %, 95% Wilson intervals)")
-    for col in ["round", "new", "P(V=1|r)", "model P(V=1)", "accept", "held-out", "n", *[f"L{lv}" for lv in levels], "SFT", "CT"]:
+    for col in [
+        "round",
+        "new",
+        "P(V=1|r)",
+        "model P(V=1)",
+        "accept",
+        "held-out",
+        "n",
+        *[f"L{lv}" for lv in levels],
+        "SFT",
+        "CT",
+    ]:
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         t.add_row(
@@ -63,11 +73,32 @@ def _tasks_arg(values: list[str] | None) -> list[str] | None:
 def demo(
     rounds: Annotated[int, typer.Option("--rounds", "-n", min=1, help="Flywheel rounds after the cold start.")] = 3,
     lake: LakeOpt = None,
-    fresh: Annotated[bool, typer.Option("--fresh/--resume", help="Start from an empty lake (default) or reuse it.")] = True,
-    quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes: a smoke test of every stage (nothing learns).")] = False,
-    env: Annotated[str, typer.Option("--env", help="Environment backend: sandbox (built in) or miniwob (MiniWoB++ in headless Chromium).")] = "sandbox",
-    tasks: Annotated[list[str] | None, typer.Option("--tasks", help="MiniWoB++ tasks, comma-separated or repeated (default: all 12 with a demonstrator).")] = None,
-    annotate: Annotated[int | None, typer.Option("--annotate", min=0, help="Tasks annotated interactively per round on the newest model's proposals (default: the demo's size; 0: off).")] = None,
+    fresh: Annotated[
+        bool, typer.Option("--fresh/--resume", help="Start from an empty lake (default) or reuse it.")
+    ] = True,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Tiny sizes: a smoke test of every stage (nothing learns).")
+    ] = False,
+    env: Annotated[
+        str,
+        typer.Option(
+            "--env", help="Environment backend: sandbox (built in) or miniwob (MiniWoB++ in headless Chromium)."
+        ),
+    ] = "sandbox",
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tasks", help="MiniWoB++ tasks, comma-separated or repeated (default: all 12 with a demonstrator)."
+        ),
+    ] = None,
+    annotate: Annotated[
+        int | None,
+        typer.Option(
+            "--annotate",
+            min=0,
+            help="Tasks annotated interactively per round on the newest model's proposals (default: the demo's size; 0: off).",
+        ),
+    ] = None,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
     data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then N rounds
@@ -80,7 +111,7 @@ def demo(
     """
     import shutil
 
-    from flywheel.settings import get_settings
+    from core.settings import get_settings
     from training.demo import DemoConfig, landing_for, quick_config
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -121,7 +152,9 @@ def demo(
             r = info.get("round", 0)
             if kind == "tick":
                 loss = f" loss {info['loss']:.3f}" if "loss" in info else ""
-                bar.update(task, description=f"round {r}: {info['stage']}", info=f"step {info.get('i', '')}{loss}".strip())
+                bar.update(
+                    task, description=f"round {r}: {info['stage']}", info=f"step {info.get('i', '')}{loss}".strip()
+                )
             elif kind == "stage":
                 console.print(f"[bold]round {r}[/] {info['stage']}: {_summary(info['stage'], info['info'])}")
             else:
@@ -143,12 +176,17 @@ def _summary(stage: str, info: Any) -> str:
     if stage == "sample":
         return f"{info['attempts']} attempts by {info['policy_version']}, {info['env_passed']} passed the env, {info['episodes_added']} landed"
     if stage == "annotate":
-        return (f"{info['episodes']} tasks annotated on {info['policy_version']}'s proposals: {info['accepted']} of "
-                f"{info['steps']} proposals accepted ({100 * info['accept_rate']:.0f}%), {info['episodes_added']} landed")
+        return (
+            f"{info['episodes']} tasks annotated on {info['policy_version']}'s proposals: {info['accepted']} of "
+            f"{info['steps']} proposals accepted ({100 * info['accept_rate']:.0f}%), {info['episodes_added']} landed"
+        )
     if stage == "route":
         return f"{info.get('n_new')} new, {info.get('n_pass')} to SFT, {info.get('n_fail')} to CT"
     if stage == "train":
-        return "; ".join(f"{j['stage']} {j['steps']} steps loss {j['loss_first'] or 0:.3f}->{j['loss_last'] or 0:.3f} ({j['wall_s']:.0f}s)" for j in info)
+        return "; ".join(
+            f"{j['stage']} {j['steps']} steps loss {j['loss_first'] or 0:.3f}->{j['loss_last'] or 0:.3f} ({j['wall_s']:.0f}s)"
+            for j in info
+        )
     if stage == "eval":
         o = info["overall"]
         lv = " ".join(f"L{k} {100 * v['rate']:.0f}" for k, v in info["by_level"].items())

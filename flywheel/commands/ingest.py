@@ -7,7 +7,9 @@ import importlib.util
 
 import typer
 
-ingest_app = typer.Typer(help="Ingest sources into the lake (idempotent; bad input is quarantined).", no_args_is_help=True)
+ingest_app = typer.Typer(
+    help="Ingest sources into the lake (idempotent; bad input is quarantined).", no_args_is_help=True
+)
 
 SOURCE_MODULES = (
     "flywheel.commands.ingest_think_aloud",  # ingest think-aloud PATH...

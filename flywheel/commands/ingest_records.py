@@ -17,14 +17,16 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from core.console import console
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console
 
 RoundOpt = Annotated[int, typer.Option("--round", help="Flywheel round to record on the rows.")]
 
 
 def annotations(
-    paths: Annotated[list[Path], typer.Argument(help="Session files (flywheel.annotation/1 JSON) or folders of *.json.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Session files (flywheel.annotation/1 JSON) or folders of *.json.")
+    ],
     lake: LakeOpt = None,
     round: RoundOpt = 0,
 ) -> None:
@@ -48,12 +50,18 @@ def annotations(
             res, n = land_session(lk, s)
             added, pairs, quarantined = added + res.episodes_added, pairs + n, quarantined + res.quarantined_added
             rate = s.session.get("override_rate")
-            console.print(f"{f.name}: {len(s.episodes)} episode(s), override rate {'-' if rate is None else f'{rate:.0%}'}",
-                          highlight=False)
+            console.print(
+                f"{f.name}: {len(s.episodes)} episode(s), override rate {'-' if rate is None else f'{rate:.0%}'}",
+                highlight=False,
+            )
             for q in s.quarantined:
-                console.print(f"  [yellow]quarantined[/] {q.locator or f.name}: {q.error_type}: {q.error}", highlight=False)
+                console.print(
+                    f"  [yellow]quarantined[/] {q.locator or f.name}: {q.error_type}: {q.error}", highlight=False
+                )
             bar.advance(job)
-    console.print(f"{len(files)} file(s): {added} episode(s) and {pairs} preference pair(s) landed, {quarantined} quarantined")
+    console.print(
+        f"{len(files)} file(s): {added} episode(s) and {pairs} preference pair(s) landed, {quarantined} quarantined"
+    )
 
 
 def rollouts(
@@ -87,10 +95,17 @@ def rollouts(
 
             r = ingest_rollout_file(lk, f, round=round, block_bytes=block_mb << 20, progress=progress)
             bar.update(job, completed=f.stat().st_size)
-            seen, added, quarantined = seen + r.result.episodes_seen, added + r.result.episodes_added, quarantined + r.result.quarantined_seen
+            seen, added, quarantined = (
+                seen + r.result.episodes_seen,
+                added + r.result.episodes_added,
+                quarantined + r.result.quarantined_seen,
+            )
             codes = ", ".join(f"{k} x{v}" for k, v in sorted(r.quarantine_codes.items())) or "none"
-            console.print(f"{f.name}: {r.result.episodes_seen:,} attempt(s), {r.result.episodes_added:,} new, "
-                          f"{r.n_steps:,} steps; quarantined: {codes}", highlight=False)
+            console.print(
+                f"{f.name}: {r.result.episodes_seen:,} attempt(s), {r.result.episodes_added:,} new, "
+                f"{r.n_steps:,} steps; quarantined: {codes}",
+                highlight=False,
+            )
     console.print(f"{len(files)} file(s): {added:,} of {seen:,} episode(s) new, {quarantined} line(s) quarantined")
 
 

@@ -8,15 +8,20 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from core.console import console
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console
 
 
 def think_aloud(
-    paths: Annotated[list[Path], typer.Argument(help="Bundles (folder, .zip, .tar.gz), AgentNet Tool folders, or landing folders of them.")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Bundles (folder, .zip, .tar.gz), AgentNet Tool folders, or landing folders of them."),
+    ],
     lake: LakeOpt = None,
     round: Annotated[int, typer.Option("--round", help="Flywheel round to record on the rows.")] = 0,
-    cleanup: Annotated[str | None, typer.Option("--cleanup", help="Transcript cleanup backend: rules or llm (default: settings).")] = None,
+    cleanup: Annotated[
+        str | None, typer.Option("--cleanup", help="Transcript cleanup backend: rules or llm (default: settings).")
+    ] = None,
 ) -> None:
     """Ingest think-aloud sessions: events -> actions, ASR -> cleaned thoughts, aligned, PII-redacted, landed.
 

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from core.console import console, fail
+from core.settings import get_settings
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console, fail
-from flywheel.settings import get_settings
 from schemas.tables import TABLES
 
 

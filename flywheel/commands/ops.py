@@ -9,13 +9,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from core.console import console, err_console
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console, err_console
 
 
 def check(
     lake: LakeOpt = None,
-    media: Annotated[bool, typer.Option("--media/--no-media", help="Also check that every screenshot and checkpoint is in the object store.")] = True,
+    media: Annotated[
+        bool,
+        typer.Option(
+            "--media/--no-media", help="Also check that every screenshot and checkpoint is in the object store."
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Verify the lake's invariants; exit 1 listing each violated one with counts and example ids.
@@ -26,7 +31,7 @@ def check(
 
     Example: flywheel check --lake s3://my-bucket/flywheel
     """
-    from storage.check import check_lake
+    from validators.lake_check import check_lake
 
     lk = open_lake(lake)
     with console.status("checking") as st:
@@ -51,11 +56,18 @@ def check(
 
 def maintain(
     lake: LakeOpt = None,
-    retain_hours: Annotated[int, typer.Option("--retain-hours", min=0, help="Keep every version younger than this (Delta time travel window).")] = 168,
+    retain_hours: Annotated[
+        int,
+        typer.Option("--retain-hours", min=0, help="Keep every version younger than this (Delta time travel window)."),
+    ] = 168,
     table: Annotated[list[str] | None, typer.Option("--table", "-t", help="Only this table (repeatable).")] = None,
-    compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Rewrite small files into large ones.")] = True,
+    compact: Annotated[
+        bool, typer.Option("--compact/--no-compact", help="Rewrite small files into large ones.")
+    ] = True,
     vacuum: Annotated[bool, typer.Option("--vacuum/--no-vacuum", help="Delete files no kept version needs.")] = True,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Change nothing; report what vacuum would delete.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Change nothing; report what vacuum would delete.")
+    ] = False,
     target_mb: Annotated[int, typer.Option("--target-mb", min=1, help="Target size of compacted files.")] = 128,
 ) -> None:
     """Compact small files and vacuum old versions, keeping versions that exports, audits and training refer to.
@@ -71,7 +83,9 @@ def maintain(
     t = Table("table", "version", "files", "compacted", "vacuumed", "kept versions", "s",
               title=f"{lk.uri} (retain {retain_hours} h{', dry run' if dry_run else ''})")  # fmt: skip
     for m in rep.tables:
-        ver = str(m.version_before) if m.version_after == m.version_before else f"{m.version_before} -> {m.version_after}"
+        ver = (
+            str(m.version_before) if m.version_after == m.version_before else f"{m.version_before} -> {m.version_after}"
+        )
         files = str(m.files_before) if m.files_after == m.files_before else f"{m.files_before} -> {m.files_after}"
         t.add_row(m.table, ver, files, f"{m.files_compacted} -> {m.files_written}" if m.files_compacted else "-",
                   str(m.files_vacuumed), ", ".join(map(str, m.kept_versions)) or "-", f"{m.seconds:.1f}")  # fmt: skip

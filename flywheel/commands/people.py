@@ -10,11 +10,15 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
+from core.console import console, err_console, fail
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console, err_console, fail
 
-audit_app = typer.Typer(help="Audit the SFT pile: sample passed episodes, record hand verdicts, report precision.", no_args_is_help=True)
-export_app = typer.Typer(help="Export the piles for training elsewhere (Parquet that Hugging Face datasets loads).", no_args_is_help=True)
+audit_app = typer.Typer(
+    help="Audit the SFT pile: sample passed episodes, record hand verdicts, report precision.", no_args_is_help=True
+)
+export_app = typer.Typer(
+    help="Export the piles for training elsewhere (Parquet that Hugging Face datasets loads).", no_args_is_help=True
+)
 
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | csv | json | parquet.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of the terminal.")]
@@ -52,11 +56,20 @@ def _show(frame, format: str, out: Path | None, title: str | None = None) -> Non
 def upload(
     paths: Annotated[list[Path], typer.Argument(help="Bundles: folders, .zip or .tar.gz files.", show_default=False)],
     lake: LakeOpt = None,
-    landing: Annotated[str | None, typer.Option("--landing", help="Landing area: a folder or s3://bucket/prefix (default: settings.landing).")] = None,
-    ingest: Annotated[bool, typer.Option("--ingest", help="Ingest the uploaded bundles into the lake right away.")] = False,
+    landing: Annotated[
+        str | None,
+        typer.Option("--landing", help="Landing area: a folder or s3://bucket/prefix (default: settings.landing)."),
+    ] = None,
+    ingest: Annotated[
+        bool, typer.Option("--ingest", help="Ingest the uploaded bundles into the lake right away.")
+    ] = False,
     round: Annotated[int, typer.Option("--round", help="Round to ingest into (with --ingest).", min=0)] = 0,
-    check_only: Annotated[bool, typer.Option("--check-only", help="Run the checks and print the report; upload nothing.")] = False,
-    max_gb: Annotated[float, typer.Option("--max-gb", help="Largest bundle accepted (uncompressed GB).", min=0.001)] = 8.0,
+    check_only: Annotated[
+        bool, typer.Option("--check-only", help="Run the checks and print the report; upload nothing.")
+    ] = False,
+    max_gb: Annotated[
+        float, typer.Option("--max-gb", help="Largest bundle accepted (uncompressed GB).", min=0.001)
+    ] = 8.0,
 ) -> None:
     """Check think-aloud bundles, upload the good ones to the landing area, and print a per-session report.
 
@@ -65,8 +78,8 @@ def upload(
 
     Example: flywheel upload ~/recordings/*.zip --landing s3://annotations/landing --ingest --round 3
     """
+    from core.settings import get_settings
     from flywheel.people.upload import Landing, Limits, UploadOutcome, check_bundle, upload_size
-    from flywheel.settings import get_settings
 
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -81,7 +94,13 @@ def upload(
     good = [o for o in outcomes if o.check.ok]
     if area is not None and good:
         total = sum(upload_size(o.check) for o in good)
-        cols = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        cols = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*cols, console=console, transient=False) as bar:
             task = bar.add_task(f"uploading to {area.uri}", total=total)
             for o in good:
@@ -95,7 +114,10 @@ def upload(
     _report(outcomes, check_only)
     bad = [o for o in outcomes if o.status in ("refused", "failed")]
     if bad:
-        fail(f"{len(bad)} of {len(outcomes)} bundle(s) not uploaded: " + "; ".join(f"{o.check.path.name}: {o.error or o.check.problems[0]}" for o in bad))
+        fail(
+            f"{len(bad)} of {len(outcomes)} bundle(s) not uploaded: "
+            + "; ".join(f"{o.check.path.name}: {o.error or o.check.problems[0]}" for o in bad)
+        )
 
 
 def _ingest(lk, area, outcomes, round: int) -> None:  # noqa: ANN001
@@ -109,7 +131,17 @@ def _ingest(lk, area, outcomes, round: int) -> None:  # noqa: ANN001
 
 
 def _report(outcomes, check_only: bool) -> None:  # noqa: ANN001
-    t = Table("bundle", "session", "status", "duration s", "actions", "thought share", "ASR conf.", "problems", title="upload report")
+    t = Table(
+        "bundle",
+        "session",
+        "status",
+        "duration s",
+        "actions",
+        "thought share",
+        "ASR conf.",
+        "problems",
+        title="upload report",
+    )
     for o in outcomes:
         c, s = o.check, o.session or {}
         status = o.status if not check_only or not c.ok else "checked ok"
@@ -134,11 +166,18 @@ def _report(outcomes, check_only: bool) -> None:  # noqa: ANN001
 # ----------------------------------------------------------------------------------------------- sessions
 def sessions(
     lake: LakeOpt = None,
-    landing: Annotated[str | None, typer.Option("--landing", help="Also list bundles landed but not ingested yet (a folder or s3://...).")] = None,
+    landing: Annotated[
+        str | None,
+        typer.Option("--landing", help="Also list bundles landed but not ingested yet (a folder or s3://...)."),
+    ] = None,
     annotator: Annotated[str | None, typer.Option("--annotator", help="Only this annotator (pseudonym).")] = None,
     group: Annotated[str | None, typer.Option("--group", help="Only this group (expert | novice | model).")] = None,
-    status: Annotated[str | None, typer.Option("--status", help="Only this status (landed | quarantined | uploaded).")] = None,
-    summary: Annotated[bool, typer.Option("--summary", help="One row per annotator and group instead of per session.")] = False,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only this status (landed | quarantined | uploaded).")
+    ] = None,
+    summary: Annotated[
+        bool, typer.Option("--summary", help="One row per annotator and group instead of per session.")
+    ] = False,
     format: FormatOpt = "table",
     out: OutOpt = None,
 ) -> None:
@@ -164,11 +203,20 @@ def _stratify(value: str | None) -> tuple[str, ...]:
 @audit_app.command("sample")
 def audit_sample(
     round: Annotated[int, typer.Option("--round", "-r", help="Round whose SFT episodes to sample.", min=0)],
-    n: Annotated[int, typer.Option("--n", help="Episodes to draw (all of them when the round has fewer).", min=1)] = 200,
+    n: Annotated[
+        int, typer.Option("--n", help="Episodes to draw (all of them when the round has fewer).", min=1)
+    ] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed draws the same episodes.")] = 0,
-    stratify: Annotated[str | None, typer.Option("--stratify", help="Comma-separated: source, validators, task_family, group.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for sheet.html, verdicts.csv, sample.json (default ./audit-rR-sS).")] = None,
-    pile_version: Annotated[int | None, typer.Option("--pile-version", help="Sample the SFT pile as of this Delta version.", min=0)] = None,
+    stratify: Annotated[
+        str | None, typer.Option("--stratify", help="Comma-separated: source, validators, task_family, group.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Folder for sheet.html, verdicts.csv, sample.json (default ./audit-rR-sS)."),
+    ] = None,
+    pile_version: Annotated[
+        int | None, typer.Option("--pile-version", help="Sample the SFT pile as of this Delta version.", min=0)
+    ] = None,
     lake: LakeOpt = None,
 ) -> None:
     """Draw a reproducible random sample of passed (SFT) episodes and write an audit sheet to fill in.
@@ -188,7 +236,9 @@ def audit_sample(
         f"drew {s.episodes.height} of {s.population} SFT episodes of round {round} (seed {seed}, pile version {s.pile_version})"
         + (f", strata: {', '.join(f'{k} {d}/{p}' for k, (p, d) in s.strata.items())}" if strata else "")
     )
-    console.print(f"open {sheet.html}, fill in {sheet.csv} (verdict good|bad, note, auditor), then: flywheel audit record {sheet.csv}")
+    console.print(
+        f"open {sheet.html}, fill in {sheet.csv} (verdict good|bad, note, auditor), then: flywheel audit record {sheet.csv}"
+    )
     if sheet.missing_screenshots:
         err_console.print(f"warning: {sheet.missing_screenshots} screenshot(s) missing from the object store")
 
@@ -196,7 +246,9 @@ def audit_sample(
 @audit_app.command("record")
 def audit_record(
     file: Annotated[Path, typer.Argument(help="The filled-in verdicts.csv.", show_default=False)],
-    auditor: Annotated[str | None, typer.Option("--auditor", help="Auditor name for rows whose auditor column is empty.")] = None,
+    auditor: Annotated[
+        str | None, typer.Option("--auditor", help="Auditor name for rows whose auditor column is empty.")
+    ] = None,
     lake: LakeOpt = None,
 ) -> None:
     """Record the verdicts of a filled-in audit sheet (append-only; recording the same sheet again adds nothing).
@@ -208,18 +260,34 @@ def audit_record(
     if not file.is_file():
         fail(f"no such file: {file}")
     res = record(open_lake(lake), file, auditor)
-    console.print(f"recorded {res.added} verdict(s); {res.already} already recorded; {res.blank} row(s) without a verdict")
+    console.print(
+        f"recorded {res.added} verdict(s); {res.already} already recorded; {res.blank} row(s) without a verdict"
+    )
     if res.errors:
-        fail(f"{len(res.errors)} row(s) not recorded: " + "; ".join(res.errors[:10]) + (" ..." if len(res.errors) > 10 else ""))
+        fail(
+            f"{len(res.errors)} row(s) not recorded: "
+            + "; ".join(res.errors[:10])
+            + (" ..." if len(res.errors) > 10 else "")
+        )
 
 
 @audit_app.command("report")
 def audit_report(
     round: Annotated[int | None, typer.Option("--round", "-r", help="Only this round.", min=0)] = None,
-    by: Annotated[str, typer.Option("--by", help="Breakdowns after the round level: comma-separated levels, each 'source' or 'source+validators'.")] = "source,source+validators",
-    threshold: Annotated[float, typer.Option("--threshold", help="Flag rounds whose precision is below this.", min=0.0, max=1.0)] = 0.9,
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by",
+            help="Breakdowns after the round level: comma-separated levels, each 'source' or 'source+validators'.",
+        ),
+    ] = "source,source+validators",
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Flag rounds whose precision is below this.", min=0.0, max=1.0)
+    ] = 0.9,
     method: Annotated[str, typer.Option("--method", help="Interval: wilson | clopper-pearson.")] = "wilson",
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a round is confidently below the threshold.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when a round is confidently below the threshold.")
+    ] = False,
     format: FormatOpt = "table",
     out: OutOpt = None,
     lake: LakeOpt = None,
@@ -241,22 +309,32 @@ def audit_report(
     if round is not None:
         frame = frame.filter(pl.col("round") == round)
     if frame.is_empty():
-        fail("no audited episodes" + (f" in round {round}" if round is not None else "") + "; record verdicts with `flywheel audit record`")
+        fail(
+            "no audited episodes"
+            + (f" in round {round}" if round is not None else "")
+            + "; record verdicts with `flywheel audit record`"
+        )
     rep = precision_report(frame, levels, threshold, method)
     _show(rep, format, out, title=f"validator precision ({method}, 95% interval, threshold {threshold})")
     below = rep.filter(pl.col("status") == "below")
     if below.height:
-        err_console.print(f"[bold red]rounds below {threshold}:[/] " + ", ".join(str(r) for r in below.get_column("round")))
+        err_console.print(
+            f"[bold red]rounds below {threshold}:[/] " + ", ".join(str(r) for r in below.get_column("round"))
+        )
         if strict:
             raise typer.Exit(1)
 
 
 # ------------------------------------------------------------------------------------------------- export
-def _export(kind: str, out: Path, lake: str | None, version: int | None, round: int | None, max_images: int | None) -> None:
+def _export(
+    kind: str, out: Path, lake: str | None, version: int | None, round: int | None, max_images: int | None
+) -> None:
     from flywheel.people.exports import export
 
     lk = open_lake(lake)
-    with Progress(TextColumn(f"export {kind}"), BarColumn(), TextColumn("{task.completed}/{task.total} rows"), console=console) as bar:
+    with Progress(
+        TextColumn(f"export {kind}"), BarColumn(), TextColumn("{task.completed}/{task.total} rows"), console=console
+    ) as bar:
         task = bar.add_task(kind, total=None)
         res = export(lk, kind, out, version=version, round=round, max_images=max_images,
                      progress=lambda done, total: bar.update(task, completed=done, total=total))  # fmt: skip
@@ -268,15 +346,21 @@ def _export(kind: str, out: Path, lake: str | None, version: int | None, round: 
         err_console.print(f"warning: {res.missing_images} screenshot(s) missing from the object store were left out")
 
 
-OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output folder (data.parquet + flywheel_export.json).", show_default=False)]
-VersionOpt = Annotated[int | None, typer.Option("--version", help="Export the table as of this Delta version (default: newest).", min=0)]
+OutDir = Annotated[
+    Path, typer.Option("--out", "-o", help="Output folder (data.parquet + flywheel_export.json).", show_default=False)
+]
+VersionOpt = Annotated[
+    int | None, typer.Option("--version", help="Export the table as of this Delta version (default: newest).", min=0)
+]
 RoundOpt = Annotated[int | None, typer.Option("--round", "-r", help="Only episodes of this round.", min=0)]
 
 
 @export_app.command("sft-trl")
 def export_sft_trl(
     out: OutDir,
-    max_images: Annotated[int | None, typer.Option("--max-images", help="Keep screenshots of the last K steps only.", min=0)] = None,
+    max_images: Annotated[
+        int | None, typer.Option("--max-images", help="Keep screenshots of the last K steps only.", min=0)
+    ] = None,
     version: VersionOpt = None,
     round: RoundOpt = None,
     lake: LakeOpt = None,

@@ -9,43 +9,56 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from core.console import console
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console
 
 round_app = typer.Typer(help="Run, resume and inspect flywheel rounds (one at a time per lake).", no_args_is_help=True)
 
 LandingOpt = Annotated[str | None, typer.Option("--landing", help="Landing area with new uploads (default: settings).")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Round configuration (JSON or TOML) overriding the defaults.")]
-DashOpt = Annotated[Path | None, typer.Option("--dashboard", help="Write the dashboard page here at the end of the round.")]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="Round configuration (JSON or TOML) overriding the defaults.")
+]
+DashOpt = Annotated[
+    Path | None, typer.Option("--dashboard", help="Write the dashboard page here at the end of the round.")
+]
 TrainDepOpt = Annotated[
-    str | None, typer.Option("--train-deployment", help="Run training stages as this deployment (e.g. 'train-stage/gpu').")
+    str | None,
+    typer.Option("--train-deployment", help="Run training stages as this deployment (e.g. 'train-stage/gpu')."),
 ]
 
 
 def _run(lake: str | None, round: int | None, resume: bool, landing: str | None, config: Path | None,
          dashboard: Path | None, train_deployment: str | None) -> None:  # fmt: skip
-    from flywheel.console import quiet_prefect_console
+    from core.console import quiet_prefect_console
 
     quiet_prefect_console()  # before Prefect is imported: it reads its logging settings then
+    from core.settings import get_settings
     from flows.round import flywheel_round
     from flows.stages import load_round_config
-    from flywheel.settings import get_settings
 
     lk = open_lake(lake, create=True)
     cfg = load_round_config(config)
     try:
         out = flywheel_round(
-            lake=str(lk.uri), round=round, resume=resume, landing=landing or get_settings().landing, cfg=cfg,
-            dashboard=str(dashboard) if dashboard else None, train_deployment=train_deployment,
+            lake=str(lk.uri),
+            round=round,
+            resume=resume,
+            landing=landing or get_settings().landing,
+            cfg=cfg,
+            dashboard=str(dashboard) if dashboard else None,
+            train_deployment=train_deployment,
         )
     except Exception as e:
-        from flows.round import PrefectAPIDown, prefect_api_failure
         from prefect.settings import PREFECT_API_URL
+
+        from flows.round import PrefectAPIDown, prefect_api_failure
 
         why = prefect_api_failure(e)
         if why is None:
             raise
-        raise PrefectAPIDown(f"the Prefect API at {PREFECT_API_URL.value()} did not answer ({why}); {_after_api_loss(lk, cfg)}") from e
+        raise PrefectAPIDown(
+            f"the Prefect API at {PREFECT_API_URL.value()} did not answer ({why}); {_after_api_loss(lk, cfg)}"
+        ) from e
     console.print(f"round {out['round']} finished: {', '.join(out['stages']) or 'nothing left to run'}")
     _status_table(lk, only=out["round"])
 

@@ -12,8 +12,8 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from core.console import console
 from flywheel.commands.common import LakeOpt, open_lake
-from flywheel.console import console
 
 
 class SimFormat(str, Enum):
@@ -32,7 +32,9 @@ def route(
     allow_failed_dq: Annotated[
         bool, typer.Option("--allow-failed-dq", help="Route even if the batch fails its data-quality suite (recorded).")
     ] = False,
-    policy: Annotated[str | None, typer.Option("--policy", help="Routing policy file (default: settings, bundled).")] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Routing policy file (default: settings, bundled).")
+    ] = None,
 ) -> None:
     """Validate the round's new episodes (in neither pile) and route passes to sft, failures to ct, with reasons.
 
@@ -45,7 +47,9 @@ def route(
 
     lk = open_lake(lake)
     pol = load_policy(policy)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
         task = bar.add_task(f"round {round}: reading new episodes")
         done = {"n": 0}
 
@@ -57,9 +61,20 @@ def route(
             bar.update(task, description=f"round {round}: {stage.replace('_', ' ')} ({done.get('total', 0):,} new)")
 
         s = route_round(lk, round, policy=pol, allow_failed_dq=allow_failed_dq, progress=progress)
-    t = Table("round", "new", "routed now", "pass", "fail", "pass rate [95% CI]", "sft", "ct", title=f"routing: {lk.uri}")
+    t = Table(
+        "round", "new", "routed now", "pass", "fail", "pass rate [95% CI]", "sft", "ct", title=f"routing: {lk.uri}"
+    )
     ci = "" if s.pass_rate is None else f"{_pct(s.pass_rate)} [{_pct(s.pass_rate_lo)}, {_pct(s.pass_rate_hi)}]"
-    t.add_row(str(s.round), f"{s.n_new:,}", f"{s.routed_now:,}", f"{s.n_pass:,}", f"{s.n_fail:,}", ci, f"{s.sft_size:,}", f"{s.ct_size:,}")
+    t.add_row(
+        str(s.round),
+        f"{s.n_new:,}",
+        f"{s.routed_now:,}",
+        f"{s.n_pass:,}",
+        f"{s.n_fail:,}",
+        ci,
+        f"{s.sft_size:,}",
+        f"{s.ct_size:,}",
+    )
     console.print(t)
     if s.by_source:
         st = Table("source", "n", "pass rate [95% CI]", title="by source")
@@ -78,7 +93,7 @@ def simulate(
     attempts: Annotated[int, typer.Option("--attempts", help="Rollouts per round.")] = 10_000,
     pass_shares: Annotated[
         str, typer.Option("--pass-shares", help="True pass share per round, comma-separated.")
-    ] = "0.30,0.45,0.60,0.70",
+    ] = "0.30,0.45,0.60,0.70",  # noqa: S107 - not a password
     leniency: Annotated[float, typer.Option("--leniency", help="Share of true failures the verifier passes.")] = 0.0,
     steps: Annotated[int, typer.Option("--steps", help="Steps per synthetic rollout.")] = 5,
     seed: Annotated[int, typer.Option("--seed")] = 0,

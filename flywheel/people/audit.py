@@ -14,7 +14,7 @@ import csv
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -123,9 +123,11 @@ def draw(c: Candidates, n: int, seed: int, stratify: Sequence[str] = ()) -> Audi
         raise ValueError(f"cannot stratify by {', '.join(bad)}; choose from {', '.join(STRATA)}")
     rng = np.random.default_rng(seed)
     f = c.frame.with_columns(
-        (pl.concat_str([pl.col(s).fill_null("(none)") for s in stratify], separator="|") if stratify else pl.lit("all")).alias(
-            "stratum"
-        )
+        (
+            pl.concat_str([pl.col(s).fill_null("(none)") for s in stratify], separator="|")
+            if stratify
+            else pl.lit("all")
+        ).alias("stratum")
     )
     groups = sorted(f.partition_by("stratum", as_dict=True, maintain_order=True).items(), key=lambda kv: kv[0][0])
     alloc = _allocate([g.height for _, g in groups], n)
@@ -138,7 +140,9 @@ def draw(c: Candidates, n: int, seed: int, stratify: Sequence[str] = ()) -> Audi
     return AuditSample(c.round, seed, n, tuple(stratify), c.pile_version, c.frame.height, drawn, strata)
 
 
-def sample(lake: Lake, round: int, n: int, seed: int, stratify: Sequence[str] = (), pile_version: int | None = None) -> AuditSample:
+def sample(
+    lake: Lake, round: int, n: int, seed: int, stratify: Sequence[str] = (), pile_version: int | None = None
+) -> AuditSample:
     c = candidates(lake, round, pile_version)
     if c.frame.is_empty():
         raise ValueError(f"the SFT pile has no episodes of round {round} (pile version {c.pile_version})")
@@ -206,7 +210,7 @@ def record(lake: Lake, path: Path, auditor: str | None = None, now: datetime | N
         ids = pa.array(sorted({r["episode_id"] for r in rows}), pa.string())
         pile = lake.read("sft", ["episode_id", "round"], filter=pc.field("episode_id").isin(ids)).to_pylist()
         round_of = {p["episode_id"]: p["round"] for p in pile}
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     out = []
     for r in rows:
         rnd = round_of.get(r["episode_id"])
@@ -218,7 +222,9 @@ def record(lake: Lake, path: Path, auditor: str | None = None, now: datetime | N
             continue
         out.append(
             {
-                "audit_id": content_id(str(rnd), r["episode_id"], str(r["seed"]), r["auditor"], r["verdict"], r["note"] or ""),
+                "audit_id": content_id(
+                    str(rnd), r["episode_id"], str(r["seed"]), r["auditor"], r["verdict"], r["note"] or ""
+                ),
                 "round": rnd,
                 "episode_id": r["episode_id"],
                 "seed": r["seed"],
@@ -248,7 +254,9 @@ def precision_interval(k: int, n: int, method: str = "wilson", alpha: float = 0.
 def audited(lake: Lake) -> pl.DataFrame:
     """One row per audited SFT episode (the `audited` view): round, source, validators, good."""
     con = lake.duckdb(tables=["audits", "sft", "verdicts"])
-    frame = pl.from_arrow(con.sql("SELECT episode_id, round, source, validators, n_auditors, good FROM audited").to_arrow_table())
+    frame = pl.from_arrow(
+        con.sql("SELECT episode_id, round, source, validators, n_auditors, good FROM audited").to_arrow_table()
+    )
     assert isinstance(frame, pl.DataFrame)
     return frame
 

@@ -13,7 +13,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,18 @@ from storage.piles import read_pile
 SHEET_HTML = "sheet.html"
 SHEET_CSV = "verdicts.csv"
 SHEET_META = "sample.json"
-CSV_COLUMNS = ("episode_id", "round", "seed", "source", "validators", "task_id", "instruction", "verdict", "note", "auditor")
+CSV_COLUMNS = (
+    "episode_id",
+    "round",
+    "seed",
+    "source",
+    "validators",
+    "task_id",
+    "instruction",
+    "verdict",
+    "note",
+    "auditor",
+)
 
 _MIME = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"RIFF": "image/webp"}
 
@@ -123,7 +134,9 @@ def write_sheet(lake: Lake, s: AuditSample, out_dir: Path) -> Sheet:
     from jinja2 import Environment
 
     ids = s.episodes.get_column("episode_id").to_list()
-    rows = read_pile(lake, "sft", version=s.pile_version, filter=pc.field("episode_id").isin(pa.array(ids, pa.string()))).to_pylist()
+    rows = read_pile(
+        lake, "sft", version=s.pile_version, filter=pc.field("episode_id").isin(pa.array(ids, pa.string()))
+    ).to_pylist()
     by_id = {r["episode_id"]: r for r in rows}
     extra = {r["episode_id"]: r for r in s.episodes.iter_rows(named=True)}
     n_shots = missing = 0
@@ -143,7 +156,7 @@ def write_sheet(lake: Lake, s: AuditSample, out_dir: Path) -> Sheet:
                     noshot = f"(screenshot unavailable: {e})"
             steps.append({**st, "img": img, "marks": _marks(st, size), "noshot": noshot})
         episodes.append({**r, "validators": extra[eid]["validators"], "steps": steps})
-    made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     html = env.from_string(_TEMPLATE).render(s=s, episodes=episodes, lake=str(lake.uri), made=made, csv_name=SHEET_CSV)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from flywheel import PIPELINE_VERSION
+from core import PIPELINE_VERSION
+from schemas.prompt import PromptConfig, render_answer, render_prompt
 from storage.errors import LakeError
 from storage.lake import Lake
 from storage.piles import PILES, read_pile
-from training.config import PromptConfig
-from training.prompt import render_answer, render_prompt
 
 DATA_FILE = "data.parquet"
 SIDECAR = "flywheel_export.json"
@@ -118,7 +117,12 @@ def _features(kind: str):  # noqa: ANN202 - datasets.Features
         )
     if kind == "ct-text":
         return Features(
-            {"text": Value("string"), "episode_id": Value("string"), "round": Value("int32"), "reasons": List(Value("string"))}
+            {
+                "text": Value("string"),
+                "episode_id": Value("string"),
+                "round": Value("int32"),
+                "reasons": List(Value("string")),
+            }
         )
     if kind == "preferences":
         return Features(
@@ -213,11 +217,29 @@ def ct_text_row(ep: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
         if st.get("observation"):
             parts.append(f"Observation:\n{st['observation'].strip()}")
         parts.append(f"Step {i + 1}: {_answer(st)}")
-    return {"text": "\n".join(parts) + "\n", "episode_id": ep["episode_id"], "round": ep["round"], "reasons": ep.get("reasons") or []}
+    return {
+        "text": "\n".join(parts) + "\n",
+        "episode_id": ep["episode_id"],
+        "round": ep["round"],
+        "reasons": ep.get("reasons") or [],
+    }
 
 
 def preference_row(p: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
-    return {k: p.get(k) for k in ("prompt", "chosen", "rejected", "pair_id", "episode_id", "step_index", "round", "model_version", "annotator")}
+    return {
+        k: p.get(k)
+        for k in (
+            "prompt",
+            "chosen",
+            "rejected",
+            "pair_id",
+            "episode_id",
+            "step_index",
+            "round",
+            "model_version",
+            "annotator",
+        )
+    }
 
 
 #: kind -> (table, its key for ordering, row builder)
@@ -259,7 +281,7 @@ def export(
     rows = read_pile(lake, table, version=v, filter=flt) if table in PILES else lake.read(table, version=v, filter=flt)
     rows = rows.sort_by([("round", "ascending"), (key, "ascending")])
     features = _features(kind)
-    made = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    made = datetime.now(UTC).isoformat(timespec="seconds")
     lineage = {
         "kind": kind, "table": table, "table_version": v, "round": round, "lake": str(lake.uri),
         "max_images": max_images, "pipeline_version": PIPELINE_VERSION, "made_at": made,

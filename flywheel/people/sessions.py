@@ -43,8 +43,14 @@ def session_frame(
         # fill who uploaded a quarantined input (ingestion could not read its manifest)
         fill = [by_name.get(n) or {} for n in names]
         frame = frame.with_columns(
-            pl.Series("annotator", [a if a is not None else f.get("annotator") for a, f in zip(frame["annotator"], fill)], pl.String),
-            pl.Series("group", [g if g is not None else f.get("group") for g, f in zip(frame["group"], fill)], pl.String),
+            pl.Series(
+                "annotator",
+                [a if a is not None else f.get("annotator") for a, f in zip(frame["annotator"], fill)],
+                pl.String,
+            ),
+            pl.Series(
+                "group", [g if g is not None else f.get("group") for g, f in zip(frame["group"], fill)], pl.String
+            ),
         )
         seen = set(names)
         pending = [r for r in recs if _base(r["landed_uri"]) not in seen and r.get("content_sha256") not in shas]

@@ -22,7 +22,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -149,7 +149,9 @@ class _Bundle:
                 if ti.isdir():
                     continue
                 if ti.issym() or ti.islnk():
-                    probs.append(Problem("link_in_bundle", f"links are not allowed in a bundle (-> {ti.linkname})", ti.name))
+                    probs.append(
+                        Problem("link_in_bundle", f"links are not allowed in a bundle (-> {ti.linkname})", ti.name)
+                    )
                     continue
                 if not ti.isfile():
                     probs.append(Problem("special_file", "only regular files are allowed in a bundle", ti.name))
@@ -204,10 +206,14 @@ def _check_layout(b: _Bundle, members: list[_Member], limits: Limits) -> tuple[B
     if len(names) > limits.max_files:
         probs.append(Problem("too_many_files", f"{len(names)} files, over the limit of {limits.max_files}"))
     if total > limits.max_bundle_bytes:
-        probs.append(Problem("too_large", f"{total / 1e9:.2f} GB uncompressed, over {limits.max_bundle_bytes / 1e9:.2f} GB"))
+        probs.append(
+            Problem("too_large", f"{total / 1e9:.2f} GB uncompressed, over {limits.max_bundle_bytes / 1e9:.2f} GB")
+        )
     for m in names.values():
         if m.size > limits.max_file_bytes:
-            probs.append(Problem("file_too_large", f"{m.size / 1e9:.2f} GB, over {limits.max_file_bytes / 1e9:.2f} GB", m.name))
+            probs.append(
+                Problem("file_too_large", f"{m.size / 1e9:.2f} GB, over {limits.max_file_bytes / 1e9:.2f} GB", m.name)
+            )
         if m.compressed and m.size > 1024**2 and m.size / max(m.compressed, 1) > limits.max_ratio:
             probs.append(Problem("zip_bomb", f"compression ratio {m.size / m.compressed:.0f}:1", m.name))
     return BundleCheck(b.path, b.kind, n_files=len(names), n_bytes=total), probs
@@ -260,7 +266,13 @@ def _check_contents(path: Path, tmp: Path, base: BundleCheck, limits: Limits) ->
             info["audio_s"] = round(audio.size / SAMPLE_RATE, 3)
             declared = ta._declared_seconds(ta._inside(folder, m.audio, "audio"))
             if declared and info["audio_s"] < declared - 0.5:
-                probs.append(Problem("audio_truncated", f"the audio header says {declared:.1f} s but only {info['audio_s']:.1f} s decode", m.audio))
+                probs.append(
+                    Problem(
+                        "audio_truncated",
+                        f"the audio header says {declared:.1f} s but only {info['audio_s']:.1f} s decode",
+                        m.audio,
+                    )
+                )
             last_t = max(last_t, info["audio_s"] + m.offset("audio"))
     elif m.transcript:
         tr = attempt(lambda: ta.speech_for(s, ta.IngestOptions()))  # no audio: this only parses transcript.jsonl
@@ -269,7 +281,9 @@ def _check_contents(path: Path, tmp: Path, base: BundleCheck, limits: Limits) ->
             if actions:
                 from ingest.align import align
 
-                info["thought_share"] = align([a.t_start for a in actions], tr, ta.IngestOptions().tolerance_s)[1].thought_share
+                info["thought_share"] = align([a.t_start for a in actions], tr, ta.IngestOptions().tolerance_s)[
+                    1
+                ].thought_share
     info["duration_s"] = round(last_t, 3)
     return replace(base, problems=tuple(probs), **info)
 
@@ -385,7 +399,7 @@ def upload_record(check: BundleCheck, landed_uri: str) -> dict[str, Any]:
         "landed_uri": landed_uri, "session_id": check.session_id, "content_sha256": check.sha256,
         "annotator": pseudonym(check.annotator_id), "group": check.group, "kind": check.kind, "bytes": check.n_bytes,
         "n_actions": check.n_actions, "duration_s": check.duration_s, "audio_s": check.audio_s,
-        "uploaded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "uploaded_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }  # fmt: skip
 
 

@@ -33,8 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from flywheel.records import Proposal
 from schemas.actions import ActionError, parse_action
+from schemas.records import Proposal
 
 FORMAT = "flywheel.annotation/1"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "annotation.schema.json"
@@ -128,7 +128,9 @@ def _schema_problem(validator: Any, doc: Any) -> tuple[str, str] | None:
         return None
     where = "/".join(str(p) for p in err.absolute_path) or "(top)"
     path = list(err.absolute_path)
-    if "override" in path and (path[-1] == "thought" or (err.validator == "required" and "thought" in str(err.message))):
+    if "override" in path and (
+        path[-1] == "thought" or (err.validator == "required" and "thought" in str(err.message))
+    ):
         return "override_without_thought", f"{where}: an override needs the annotator's thought ({err.message})"
     code = {"required": "missing_field", "type": "wrong_type"}.get(str(err.validator), "schema")
     return code, f"{where}: {err.message}"
@@ -156,7 +158,10 @@ def check_episode(ep: Any) -> tuple[str, str] | None:
             if k is None:
                 return "missing_field", f"steps/{i}: accepted without accepted_index"
             if not 0 <= k < len(s["proposals"]):
-                return "accepted_index_out_of_range", f"steps/{i}: accepted_index {k} but {len(s['proposals'])} proposal(s)"
+                return (
+                    "accepted_index_out_of_range",
+                    f"steps/{i}: accepted_index {k} but {len(s['proposals'])} proposal(s)",
+                )
             action = s["proposals"][k]["action"]
         else:
             o = s.get("override")

@@ -202,7 +202,9 @@ def write_bundle(
         _put(out / name, audio)
         m = replace(m, audio=name)
     if video is not None:
-        name = "screen" + Path(video_name or (str(video) if not isinstance(video, (bytes, bytearray)) else "x.mp4")).suffix
+        name = (
+            "screen" + Path(video_name or (str(video) if not isinstance(video, (bytes, bytearray)) else "x.mp4")).suffix
+        )
         _put(out / name, video)
         m = replace(m, video=name)
     if screenshots:
@@ -214,7 +216,9 @@ def write_bundle(
             shots.append(Screenshot(float(t), rel))
         m = replace(m, screenshots=tuple(shots))
     if transcript:
-        (out / TRANSCRIPT).write_text("".join(json.dumps({"t_start": a, "t_end": b, "text": s}) + "\n" for a, b, s in transcript))
+        (out / TRANSCRIPT).write_text(
+            "".join(json.dumps({"t_start": a, "t_end": b, "text": s}) + "\n" for a, b, s in transcript)
+        )
         m = replace(m, transcript=TRANSCRIPT)
     (out / m.events).write_text("".join(json.dumps(e) + "\n" for e in events))
     (out / MANIFEST).write_text(json.dumps(m.to_json(), indent=2))
@@ -252,12 +256,13 @@ def espeak_available() -> bool:
 
 def synthesize(text: str, sample_rate: int = 16000, voice: str = "en-us", wpm: int = 150) -> Any:
     """Speak `text` with espeak-ng; return float32 mono samples at sample_rate (numpy)."""
-    import numpy as np
     import soundfile as sf
 
     with tempfile.TemporaryDirectory() as d:
         raw = Path(d) / "s.wav"
-        subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw), text], check=True, capture_output=True)
+        subprocess.run(
+            ["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw), text], check=True, capture_output=True
+        )
         data, sr = sf.read(raw, dtype="float32", always_2d=True)
     data = data.mean(axis=1)
     if sr != sample_rate:

@@ -128,7 +128,8 @@ class RolloutAttempt:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["steps"] = [
-            {**s, "token_logprobs": None if s["token_logprobs"] is None else list(s["token_logprobs"])} for s in d["steps"]
+            {**s, "token_logprobs": None if s["token_logprobs"] is None else list(s["token_logprobs"])}
+            for s in d["steps"]
         ]
         return d
 
@@ -138,7 +139,13 @@ class RolloutAttempt:
         kw = {k: v for k, v in d.items() if k in known}
         step_keys = {f.name for f in fields(RolloutStep)}
         kw["steps"] = tuple(
-            RolloutStep(**{k: (tuple(v) if k == "token_logprobs" and v is not None else v) for k, v in s.items() if k in step_keys})
+            RolloutStep(
+                **{
+                    k: (tuple(v) if k == "token_logprobs" and v is not None else v)
+                    for k, v in s.items()
+                    if k in step_keys
+                }
+            )
             for s in d.get("steps") or ()
         )
         return cls(**kw)

@@ -7,8 +7,8 @@
 
 from sandbox.miniwob.demonstrators import Expert, Novice
 from sandbox.miniwob.env import MiniwobEnv
-from sandbox.miniwob.pool import BrowserPool, PolicyStep, SlotEnv, run_episode
-from sandbox.miniwob.runs import Evaluation, demonstrations, describe, evaluate, per_step, rollouts
+from sandbox.miniwob.pool import BrowserPool, PolicyStep, SlotEnv, per_step, run_episode
+from sandbox.miniwob.runs import Evaluation, demonstrations, describe, evaluate, rollouts
 from sandbox.miniwob.tasks import TASKS, TaskSpec, heldout_specs, to_task, training_specs
 
 __all__ = [

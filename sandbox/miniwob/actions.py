@@ -22,7 +22,15 @@ from schemas.actions import Action
 WAIT_S = 0.5
 SCROLL_PX = 50
 
-_MODIFIERS = {"ctrl": "CONTROL", "control": "CONTROL", "shift": "SHIFT", "alt": "ALT", "meta": "META", "cmd": "META", "command": "META"}
+_MODIFIERS = {
+    "ctrl": "CONTROL",
+    "control": "CONTROL",
+    "shift": "SHIFT",
+    "alt": "ALT",
+    "meta": "META",
+    "cmd": "META",
+    "command": "META",
+}
 _SPECIAL = {
     "enter": "ENTER", "return": "ENTER", "tab": "TAB", "escape": "ESCAPE", "esc": "ESCAPE", "backspace": "BACKSPACE",
     "delete": "DELETE", "space": "SPACE", "up": "ARROW_UP", "down": "ARROW_DOWN", "left": "ARROW_LEFT",
@@ -50,7 +58,7 @@ def _key(name: str) -> str:
     raise UnsupportedKey(f"unknown key {name!r}")
 
 
-def perform(driver, a: Action, scale: int = 1) -> str:  # noqa: ANN001, C901 - one branch per action kind
+def perform(driver, a: Action, scale: int = 1) -> str:  # noqa: ANN001 - one branch per action kind
     """Send the action's input events; return what was done, in words (the step's `effect`)."""
     from selenium.webdriver.common.action_chains import ActionChains
 
@@ -101,7 +109,9 @@ def perform(driver, a: Action, scale: int = 1) -> str:  # noqa: ANN001, C901 - o
         return f"pressed {a.key}"
     if k == "scroll":
         x, y = at(a.x, a.y)  # type: ignore[arg-type]
-        dx, dy = {"up": (0, -SCROLL_PX), "down": (0, SCROLL_PX), "left": (-SCROLL_PX, 0), "right": (SCROLL_PX, 0)}[a.direction]  # type: ignore[index]
+        dx, dy = {"up": (0, -SCROLL_PX), "down": (0, SCROLL_PX), "left": (-SCROLL_PX, 0), "right": (SCROLL_PX, 0)}[
+            a.direction
+        ]  # type: ignore[index]
         chain = ActionChains(driver)
         chain.w3c_actions.wheel_action.scroll(x=x, y=y, delta_x=dx, delta_y=dy, duration=150)
         chain.w3c_actions.perform()

@@ -93,12 +93,19 @@ def plan_click_dialog(c: _Ctx) -> Move:
 def plan_click_tab(c: _Ctx) -> Move:
     t = f"Tab #{c.fields['target']}"
     e = _need(c.find("tab", t), t)
-    return c.say("I have to open {t}. It's in the row of tabs at the top; clicking it.", "{t} is the one I need. Clicking that tab.", t=t), _click(e)
+    return c.say(
+        "I have to open {t}. It's in the row of tabs at the top; clicking it.",
+        "{t} is the one I need. Clicking that tab.",
+        t=t,
+    ), _click(e)
 
 
 def plan_focus_text(c: _Ctx) -> Move:
     e = _need(c.find("textbox"), "the text box")
-    return c.say("I only need to put the cursor in the text box, so I click into it.", "Focusing the text field: one click inside it."), _click(e)
+    return c.say(
+        "I only need to put the cursor in the text box, so I click into it.",
+        "Focusing the text field: one click inside it.",
+    ), _click(e)
 
 
 def _submit(c: _Ctx, names: tuple[str, ...] = ("Submit", "submit", "Login")) -> Move:
@@ -126,12 +133,20 @@ def _fill(c: _Ctx, box: Element, want: str, label: str) -> Move | None:
     focused = "focused" in box.states
     if not focused:
         c.memory.pop("selected", None)
-        return c.say("Next is the {label} field. I click into it first.", "I'll click the {label} box to type there.", label=label), _click(box)
+        return c.say(
+            "Next is the {label} field. I click into it first.",
+            "I'll click the {label} box to type there.",
+            label=label,
+        ), _click(box)
     if have and c.memory.get("selected") != box.ref:
         c.memory["selected"] = box.ref
-        return c.say("The {label} field already has '{have}' in it. Selecting all of it to replace it.", label=label, have=have), "hotkey(key='ctrl a')"
+        return c.say(
+            "The {label} field already has '{have}' in it. Selecting all of it to replace it.", label=label, have=have
+        ), "hotkey(key='ctrl a')"
     c.memory.pop("selected", None)
-    return c.say("Typing '{w}' into the {label} field.", "Now I type '{w}'.", "'{w}' goes here; typing it.", w=want, label=label), _type(want)
+    return c.say(
+        "Typing '{w}' into the {label} field.", "Now I type '{w}'.", "'{w}' goes here; typing it.", w=want, label=label
+    ), _type(want)
 
 
 def _form(pairs: Callable[[_Ctx], list[tuple[Element, str, str]]]) -> Callable[[_Ctx], Move]:
@@ -164,7 +179,9 @@ def plan_click_option(c: _Ctx) -> Move:
     t = c.fields["target"]
     r = _need(c.find("radio", t), f'radio "{t}"')
     if "checked" not in r.states:
-        return c.say("I'm asked to select '{t}'. Clicking its radio button.", "'{t}' is the option I need; I pick it.", t=t), _click(r)
+        return c.say(
+            "I'm asked to select '{t}'. Clicking its radio button.", "'{t}' is the option I need; I pick it.", t=t
+        ), _click(r)
     return _submit(c)
 
 
@@ -173,11 +190,17 @@ def plan_click_checkboxes(c: _Ctx) -> Move:
     for box in c.all("checkbox"):
         ticked = "checked" in box.states
         if box.name in targets and not ticked:
-            return c.say("'{n}' is on my list and not ticked yet. Ticking it.", "I need '{n}' selected; clicking its box.", n=box.name), _click(box)
+            return c.say(
+                "'{n}' is on my list and not ticked yet. Ticking it.",
+                "I need '{n}' selected; clicking its box.",
+                n=box.name,
+            ), _click(box)
         if box.name not in targets and ticked:
             return c.say("'{n}' is ticked but it isn't one I was asked for. Unticking it.", n=box.name), _click(box)
     if not targets:
-        return c.say("Nothing is to be selected, and nothing is ticked. I just click Submit.",), _click(_need(c.find("button", "Submit"), "Submit"))
+        return c.say(
+            "Nothing is to be selected, and nothing is ticked. I just click Submit.",
+        ), _click(_need(c.find("button", "Submit"), "Submit"))
     return _submit(c)
 
 
@@ -188,12 +211,21 @@ def plan_choose_list(c: _Ctx) -> Move:
         return _submit(c)
     if "focused" not in dd.states:
         c.memory.pop("typed", None)
-        return c.say("I need '{t}' from the list. I open the dropdown first.", "The list is a dropdown showing '{v}'. Clicking it to choose '{t}'.", t=t, v=_value(dd)), _click(dd)
+        return c.say(
+            "I need '{t}' from the list. I open the dropdown first.",
+            "The list is a dropdown showing '{v}'. Clicking it to choose '{t}'.",
+            t=t,
+            v=_value(dd),
+        ), _click(dd)
     if c.memory.get("typed") != t:
         c.memory["typed"] = t
-        return c.say("The dropdown is open. Typing '{t}' jumps to that entry.", "I type '{t}' to get to it in the list.", t=t), _type(t)
+        return c.say(
+            "The dropdown is open. Typing '{t}' jumps to that entry.", "I type '{t}' to get to it in the list.", t=t
+        ), _type(t)
     c.memory.pop("typed", None)
-    return c.say("'{t}' is highlighted now; Enter picks it.", "Pressing Enter to take '{t}'.", t=t), "hotkey(key='enter')"
+    return c.say(
+        "'{t}' is highlighted now; Enter picks it.", "Pressing Enter to take '{t}'.", t=t
+    ), "hotkey(key='enter')"
 
 
 def plan_use_autocomplete(c: _Ctx) -> Move:
@@ -207,18 +239,34 @@ def plan_use_autocomplete(c: _Ctx) -> Move:
     if not have:
         if "focused" not in box.states:
             return c.say("I need an item starting with '{s}'. First I click into the text box.", s=start), _click(box)
-        return c.say("Typing '{s}' so the suggestions show up.", "I type the beginning, '{s}', and let it suggest the rest.", s=start), _type(start)
+        return c.say(
+            "Typing '{s}' so the suggestions show up.",
+            "I type the beginning, '{s}', and let it suggest the rest.",
+            s=start,
+        ), _type(start)
     pick = next((o for o in c.all("option") if o.name.startswith(start) and o.name.endswith(end)), None)
     if pick is not None:
         c.memory["waits"] = 0
         cond = f" and ends with '{end}'" if end else ""
-        return c.say("'{p}' starts with '{s}'{cond}. Clicking that suggestion.", "The suggestion '{p}' fits. I pick it.", p=pick.name, s=start, cond=cond), _click(pick)
+        return c.say(
+            "'{p}' starts with '{s}'{cond}. Clicking that suggestion.",
+            "The suggestion '{p}' fits. I pick it.",
+            p=pick.name,
+            s=start,
+            cond=cond,
+        ), _click(pick)
     if not c.find("option") and c.memory.get("waits", 0) < 4:
         c.memory["waits"] = c.memory.get("waits", 0) + 1
-        return c.say("The suggestions haven't appeared yet. Waiting a moment.", "No list yet; I give it a second."), "wait()"
+        return c.say(
+            "The suggestions haven't appeared yet. Waiting a moment.", "No list yet; I give it a second."
+        ), "wait()"
     if ok:
-        return c.say("The box says '{h}', which fits. Closing the suggestions with Esc.", h=have), "hotkey(key='escape')"
-    return c.say("The one I want isn't visible in the list. I move down through the suggestions with the arrow key.",), "hotkey(key='down')"
+        return c.say(
+            "The box says '{h}', which fits. Closing the suggestions with Esc.", h=have
+        ), "hotkey(key='escape')"
+    return c.say(
+        "The one I want isn't visible in the list. I move down through the suggestions with the arrow key.",
+    ), "hotkey(key='down')"
 
 
 PLANNERS: dict[str, Callable[[_Ctx], Move]] = {
@@ -252,7 +300,9 @@ class Expert:
 
     def reset(self, task: Task, attempt: int = 0) -> None:
         if task.family not in PLANNERS:
-            raise ValueError(f"no scripted demonstrator for MiniWoB++ task {task.family!r}; have: {', '.join(PLANNERS)}")
+            raise ValueError(
+                f"no scripted demonstrator for MiniWoB++ task {task.family!r}; have: {', '.join(PLANNERS)}"
+            )
         self.task, self.attempt = task, attempt
         self.rng = random.Random(f"{self.name}/{task.task_id}/{attempt}/{self.seed}")
         self.memory = {}
@@ -293,7 +343,9 @@ class Novice(Expert):
         wrong = self.rng.choice(others)
         th = d.thought.replace(right.name, wrong.name) if right.name else d.thought
         fatal = right.role in ("button", "link", "tab", "option")  # a wrong checkbox or radio can still be fixed
-        return Decision(th, _click(wrong), mistake="lookalike", fatal=fatal, expert_thought=d.thought, expert_action=d.action)
+        return Decision(
+            th, _click(wrong), mistake="lookalike", fatal=fatal, expert_thought=d.thought, expert_action=d.action
+        )
 
 
 class Interactive:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from flywheel.records import Verdict
 from sandbox.env import Observation, StepResult
 from sandbox.miniwob.actions import UnsupportedKey, perform
 from sandbox.miniwob.browser import BrowserDied, start_browser
@@ -30,6 +29,7 @@ from sandbox.miniwob.observe import Element, screenshot_png, snapshot
 from sandbox.miniwob.tasks import TASK_HEIGHT, TASK_WIDTH, TaskSpec, to_task
 from sandbox.tasks import Task
 from schemas.actions import Action, ActionError, check_on_screen, parse_action
+from schemas.records import Verdict
 
 
 def _browser_errors() -> tuple[type[BaseException], ...]:
@@ -111,10 +111,14 @@ class MiniwobEnv:
             b.start_episode(self.spec.seed, self.time_limit_s)
             resp = b.driver.execute_script("return core.getUtterance();")
             self.utterance = resp["utterance"] if isinstance(resp, dict) else str(resp)
-            self.fields = tuple(resp["fields"].items()) if isinstance(resp, dict) else tuple(b.field_extractor(self.utterance))
+            self.fields = (
+                tuple(resp["fields"].items()) if isinstance(resp, dict) else tuple(b.field_extractor(self.utterance))
+            )
         except _browser_errors() as e:
             self.browser_dead = True
-            raise BrowserDied(f"{self.spec.task_id}: reset failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+            raise BrowserDied(
+                f"{self.spec.task_id}: reset failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
         self.task = to_task(self.spec, self.utterance, self.scale)
         self.n_steps, self.done, self.outcome, self.answer, self._verdict = 0, False, None, None, None
         self._obs = self._observe()
@@ -165,7 +169,9 @@ class MiniwobEnv:
         episode with a reason (see the module docstring)."""
         if self.done:
             assert self._obs is not None
-            return StepResult(self._obs, 0.0, True, {"error": "the episode is over; call reset()", "outcome": self.outcome})
+            return StepResult(
+                self._obs, 0.0, True, {"error": "the episode is over; call reset()", "outcome": self.outcome}
+            )
         self.n_steps += 1
         info: dict[str, Any] = {"step": self.n_steps, "error": None}
         try:
@@ -184,7 +190,9 @@ class MiniwobEnv:
                 if a.kind == "finished":
                     self.answer = a.text
                     info["effect"] = "finished"
-                    return self._end("finished", info, Verdict.fail("not_done", 0.0, message="finished before the task ended"))
+                    return self._end(
+                        "finished", info, Verdict.fail("not_done", 0.0, message="finished before the task ended")
+                    )
                 try:
                     info["effect"] = perform(self.browser.driver, a, self.scale)
                 except UnsupportedKey as e:
@@ -196,7 +204,9 @@ class MiniwobEnv:
                     self.answer = a.text
                 return self._end("ended", info, self._page_verdict(meta))
             if self.n_steps >= self.max_steps:
-                return self._end("step_limit", info, Verdict.fail("step_limit", 0.0, message=f"step limit {self.max_steps} reached"))
+                return self._end(
+                    "step_limit", info, Verdict.fail("step_limit", 0.0, message=f"step limit {self.max_steps} reached")
+                )
             self._obs = self._observe()
         except _browser_errors() as e:
             self.browser_dead = True

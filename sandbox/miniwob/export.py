@@ -4,7 +4,7 @@ MiniWoB attempts are sandbox Attempts (the task is a sandbox Task with family = 
 sandbox.export and sandbox.rollout.to_episode take them as they are; this module only relabels the app and
 platform (``miniwob`` / ``web`` instead of the sandbox's) and keeps MiniWoB's raw reward:
 
-    to_episode(attempt, source, session_id, round)      flywheel.records.Episode
+    to_episode(attempt, source, session_id, round)      schemas.records.Episode
     write_rollout_file(attempts, path, policy_version)  rollout file (JSONL/Parquet)
     write_think_aloud(attempt, out_dir)                 think-aloud bundle
     write_annotations(attempts, path)                   interactive-annotation session (attempts run with
@@ -27,14 +27,22 @@ APP, PLATFORM = "miniwob", "web"
 write_think_aloud = partial(_sx.write_think_aloud, app=APP, platform=PLATFORM)
 write_annotations = partial(_sx.write_annotations, app=APP, platform=PLATFORM)
 
-__all__ = ["APP", "PLATFORM", "to_episode", "to_rollout_attempt", "write_annotations", "write_rollout_file", "write_think_aloud"]
+__all__ = [
+    "APP",
+    "PLATFORM",
+    "to_episode",
+    "to_rollout_attempt",
+    "write_annotations",
+    "write_rollout_file",
+    "write_think_aloud",
+]
 
 
 def to_episode(
     a: Attempt,
     source: str,
     session_id: str,
-    round: int = 0,  # noqa: A002 - the flywheel round
+    round: int = 0,
     screenshot_ref: Callable[[bytes], tuple[str, str]] | None = None,
     **overrides: Any,
 ) -> Any:
@@ -51,7 +59,9 @@ def to_rollout_attempt(a: Attempt, policy_version: str, run_id: str | None = Non
     return _sx.to_rollout(a, policy_version, run_id=run_id, logprobs=logprobs, app=APP, platform=PLATFORM)
 
 
-def write_rollout_file(attempts: Iterable[Attempt], path: str | Path, policy_version: str, run_id: str | None = None, format: str = "jsonl") -> int:  # noqa: A002
+def write_rollout_file(
+    attempts: Iterable[Attempt], path: str | Path, policy_version: str, run_id: str | None = None, format: str = "jsonl"
+) -> int:
     from ingest.formats.rollouts import write_rollouts
 
     return write_rollouts(path, (to_rollout_attempt(a, policy_version, run_id) for a in attempts), format=format)  # type: ignore[arg-type]

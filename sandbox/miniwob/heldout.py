@@ -64,7 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         import miniwob
 
         tasks = generate()
-        HELDOUT_PATH.write_text(json.dumps({"miniwob": miniwob.__version__, "per_task": HELDOUT_PER_TASK, "tasks": tasks}, indent=1) + "\n")
+        HELDOUT_PATH.write_text(
+            json.dumps({"miniwob": miniwob.__version__, "per_task": HELDOUT_PER_TASK, "tasks": tasks}, indent=1) + "\n"
+        )
         print(f"wrote {sum(map(len, tasks.values()))} held-out seeds for {len(tasks)} tasks to {HELDOUT_PATH}")
     if args.check:
         bad = check()

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from PIL import Image
 
 BUTTON_TAGS = {"button", "input_button", "input_submit", "input_reset"}
-TEXTBOX_TAGS = {f"input_{t}" for t in ("text", "password", "email", "number", "search", "tel", "url", "date", "time")} | {"textarea"}
+TEXTBOX_TAGS = {
+    f"input_{t}" for t in ("text", "password", "email", "number", "search", "tel", "url", "date", "time")
+} | {"textarea"}
 MAX_NAME = 80
 
 _SELECT_JS = (
@@ -72,7 +74,15 @@ class _Walker:
         self.front: list[Element] = []
         self.page: list[Element] = []
 
-    def add(self, out: list[Element], e, role: str, name: str, states: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> None:  # noqa: ANN001
+    def add(
+        self,
+        out: list[Element],
+        e,  # noqa: ANN001
+        role: str,
+        name: str,
+        states: tuple[str, ...] = (),
+        options: tuple[str, ...] = (),
+    ) -> None:
         if e.width <= 0 or e.height <= 0:
             return
         cx, cy = e.left + e.width / 2, e.top + e.height / 2
@@ -80,7 +90,7 @@ class _Walker:
             return
         out.append(Element(role, name, states, int(cx * self.scale), int(cy * self.scale), e.ref, e.tag, options))
 
-    def walk(self, e, out: list[Element]) -> None:  # noqa: ANN001, C901 - one branch per kind of element
+    def walk(self, e, out: list[Element]) -> None:  # noqa: ANN001 - one branch per kind of element
         tag, cls, classes = e.tag, _cls(e), set(_cls(e).split())
         if classes & {"ui-helper-hidden-accessible", "ui-resizable-handle", "ui-dialog-title"}:
             return
@@ -94,7 +104,11 @@ class _Walker:
             self.front.extend(layer)
             return
         if tag in BUTTON_TAGS:
-            name = _text_of(e) or (e.value if isinstance(e.value, str) else "") or ("close" if "ui-dialog-titlebar-close" in classes else e.id)
+            name = (
+                _text_of(e)
+                or (e.value if isinstance(e.value, str) else "")
+                or ("close" if "ui-dialog-titlebar-close" in classes else e.id)
+            )
             self.add(out, e, "button", name)
         elif tag in TEXTBOX_TAGS:
             st = (f'value="{_q(str(e.value))}"',) if e.value else ()
@@ -102,7 +116,13 @@ class _Walker:
         elif tag in ("input_checkbox", "input_radio"):
             label = e.parent if e.parent is not None and e.parent.tag == "label" else None
             name = _text_of(label) if label is not None else e.id
-            self.add(out, e, "checkbox" if tag == "input_checkbox" else "radio", name, ("checked" if e.value else "unchecked",))
+            self.add(
+                out,
+                e,
+                "checkbox" if tag == "input_checkbox" else "radio",
+                name,
+                ("checked" if e.value else "unchecked",),
+            )
         elif tag == "select":
             value, options = self.selects.get(e.ref, ("", ()))
             self.add(out, e, "dropdown", e.id, (f'value="{_q(value)}"',) + (("focused",) if e.focused else ()), options)
@@ -146,7 +166,14 @@ def snapshot(driver, task: str, width: int, height: int, scale: int = 1) -> tupl
     return render_text(task, els, width, height), els
 
 
-def screenshot_png(driver, inner_width: int, inner_height: int, task_width: int, task_height: int, scale: int = 1) -> bytes:  # noqa: ANN001
+def screenshot_png(
+    driver,  # noqa: ANN001
+    inner_width: int,
+    inner_height: int,
+    task_width: int,
+    task_height: int,
+    scale: int = 1,
+) -> bytes:
     """The task area as PNG, task_width*scale x task_height*scale pixels."""
     from miniwob.screenshot import get_screenshot
 

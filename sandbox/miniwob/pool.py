@@ -29,13 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from flywheel.records import Verdict
 from sandbox.demonstrators import Decision
 from sandbox.miniwob.browser import BrowserDied
 from sandbox.miniwob.env import MiniwobEnv
 from sandbox.miniwob.netguard import NetGuard, outside_connections
 from sandbox.miniwob.tasks import TaskSpec, heldout_utterance, to_task
 from sandbox.rollout import Attempt, AttemptStep, step_times
+from schemas.records import Verdict
 
 Job = tuple[TaskSpec, int]
 
@@ -69,7 +69,15 @@ class _Timeline:
         return round(t0, 3), round(t_action, 3), round(t_end, 3)
 
 
-def failed_attempt(spec: TaskSpec, policy: str, attempt: int, reason: str, message: str, steps: tuple[AttemptStep, ...] = (), **meta: Any) -> Attempt:
+def failed_attempt(
+    spec: TaskSpec,
+    policy: str,
+    attempt: int,
+    reason: str,
+    message: str,
+    steps: tuple[AttemptStep, ...] = (),
+    **meta: Any,
+) -> Attempt:
     """An attempt that the environment or the policy could not complete: kept, failed, with the reason."""
     task = to_task(spec, heldout_utterance(spec) or "", 1)
     return Attempt(
@@ -78,9 +86,22 @@ def failed_attempt(spec: TaskSpec, policy: str, attempt: int, reason: str, messa
     )  # fmt: skip
 
 
-def _finish(env: MiniwobEnv, policy: str, attempt: int, steps: list[AttemptStep], reward: float, t0: float, step_s: list[float], extras: list[Any] | None = None) -> Attempt:
+def _finish(
+    env: MiniwobEnv,
+    policy: str,
+    attempt: int,
+    steps: list[AttemptStep],
+    reward: float,
+    t0: float,
+    step_s: list[float],
+    extras: list[Any] | None = None,
+) -> Attempt:
     v = env.verify()
-    meta: dict[str, Any] = {"wall_s": round(time.perf_counter() - t0, 4), "step_wall_s": step_s, "browser_restarts": env.restarts}
+    meta: dict[str, Any] = {
+        "wall_s": round(time.perf_counter() - t0, 4),
+        "step_wall_s": step_s,
+        "browser_restarts": env.restarts,
+    }
     for k in ("raw_reward", "env_reward", "miniwob_reason"):
         if v.details and k in v.details:
             meta[k] = v.details[k]
@@ -122,19 +143,51 @@ def run_episode(env: MiniwobEnv, spec: TaskSpec, policy: Any, attempt: int = 0) 
         t_start, t_action, t_end = clock.next(d.thought, d.action)
         steps.append(
             AttemptStep(
-                thought=d.thought, action=d.action, observation=obs.text, effect=r.info.get("error") or r.info.get("effect", ""),
-                reward=r.reward, t_start=t_start, t_action=t_action, t_end=t_end, screenshot=obs.screenshot,
-                mistake=d.mistake, fatal=d.fatal, recovers=d.recovers, expert_thought=d.expert_thought,
-                expert_action=d.expert_action, proposal=d.proposal, decision=d.decision,
+                thought=d.thought,
+                action=d.action,
+                observation=obs.text,
+                effect=r.info.get("error") or r.info.get("effect", ""),
+                reward=r.reward,
+                t_start=t_start,
+                t_action=t_action,
+                t_end=t_end,
+                screenshot=obs.screenshot,
+                mistake=d.mistake,
+                fatal=d.fatal,
+                recovers=d.recovers,
+                expert_thought=d.expert_thought,
+                expert_action=d.expert_action,
+                proposal=d.proposal,
+                decision=d.decision,
             )  # fmt: skip
         )
     return _finish(env, name, attempt, steps, reward, t0, step_s)
 
 
+def per_step(policy: Callable[[PolicyStep], Any]) -> BatchPolicy:
+    """A batched policy from a per-step one (an action string, or (thought, action[, extra]))."""
+
+    def decide(batch: list[PolicyStep]) -> list[tuple[Any, ...]]:
+        out = []
+        for st in batch:
+            r = policy(st)
+            out.append(("", r) if isinstance(r, str) else tuple(r))
+        return out
+
+    return decide
+
+
 class BrowserPool:
     """`size` MiniWoB++ environments (default: one per core), each with its own headless Chromium."""
 
-    def __init__(self, size: int | None = None, screenshots: bool = True, time_limit_s: float = 10.0, scale: int = 1, guard: bool = True) -> None:
+    def __init__(
+        self,
+        size: int | None = None,
+        screenshots: bool = True,
+        time_limit_s: float = 10.0,
+        scale: int = 1,
+        guard: bool = True,
+    ) -> None:
         self.size = max(1, size or os.cpu_count() or 1)
         self.screenshots, self.time_limit_s, self.scale = screenshots, time_limit_s, scale
         self.guard = NetGuard() if guard else None
@@ -191,7 +244,14 @@ class BrowserPool:
 
     # ---- scripted policies: one thread per browser --------------------------------------------------------------
 
-    def run(self, specs: Sequence[TaskSpec], policy_factory: Callable[[], Any], attempts: int = 1, progress: bool = True, label: str = "MiniWoB++") -> list[Attempt]:
+    def run(
+        self,
+        specs: Sequence[TaskSpec],
+        policy_factory: Callable[[], Any],
+        attempts: int = 1,
+        progress: bool = True,
+        label: str = "MiniWoB++",
+    ) -> list[Attempt]:
         """Attempts 0..attempts-1 of every spec, spread over the browsers; returned in (spec, attempt) order."""
         jobs: list[Job] = [(s, k) for s in specs for k in range(attempts)]
         out: list[Attempt | None] = [None] * len(jobs)
@@ -214,7 +274,10 @@ class BrowserPool:
                     self._count(a)
                     bar.advance(a)
 
-            threads = [threading.Thread(target=worker, args=(w,), name=f"miniwob-{w}") for w in range(min(self.size, len(jobs)))]
+            threads = [
+                threading.Thread(target=worker, args=(w,), name=f"miniwob-{w}")
+                for w in range(min(self.size, len(jobs)))
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -291,8 +354,14 @@ class BrowserPool:
             while slots:
                 order = sorted(slots)
                 batch = [
-                    PolicyStep(slots[w].env.task, jobs[slots[w].job][1], len(slots[w].steps), slots[w].env.observation().text,
-                               slots[w].env.observation().screenshot, tuple(slots[w].hist))  # fmt: skip
+                    PolicyStep(
+                        slots[w].env.task,
+                        jobs[slots[w].job][1],
+                        len(slots[w].steps),
+                        slots[w].env.observation().text,
+                        slots[w].env.observation().screenshot,
+                        tuple(slots[w].hist),
+                    )  # fmt: skip
                     for w in order
                 ]
                 try:
@@ -303,7 +372,9 @@ class BrowserPool:
                     for w in order:
                         s = slots.pop(w)
                         spec, k = jobs[s.job]
-                        out[s.job] = failed_attempt(spec, policy_name, k, "policy_error", f"{type(e).__name__}: {e}", tuple(s.steps))
+                        out[s.job] = failed_attempt(
+                            spec, policy_name, k, "policy_error", f"{type(e).__name__}: {e}", tuple(s.steps)
+                        )
                         bar.advance(out[s.job])  # type: ignore[arg-type]
                     fill()
                     continue
@@ -321,8 +392,17 @@ class BrowserPool:
                     o = obs_before[w]
                     t_start, t_action, t_end = s.clock.next(thought, action)
                     s.steps.append(
-                        AttemptStep(thought=thought, action=action, observation=o.text, effect=r.info.get("error") or r.info.get("effect", ""),
-                                    reward=r.reward, t_start=t_start, t_action=t_action, t_end=t_end, screenshot=o.screenshot)  # fmt: skip
+                        AttemptStep(
+                            thought=thought,
+                            action=action,
+                            observation=o.text,
+                            effect=r.info.get("error") or r.info.get("effect", ""),
+                            reward=r.reward,
+                            t_start=t_start,
+                            t_action=t_action,
+                            t_end=t_end,
+                            screenshot=o.screenshot,
+                        )  # fmt: skip
                     )
                     s.hist.append((o.text, thought, action))
                     s.extras.append(ans[2] if len(ans) > 2 else None)
@@ -338,10 +418,10 @@ class BrowserPool:
         assert all(a is not None for a in out)
         return out  # type: ignore[return-value]
 
-    def run_policy(self, specs: Sequence[TaskSpec], policy: Callable[[PolicyStep], Any], attempts: int = 1, **kw: Any) -> list[Attempt]:
+    def run_policy(
+        self, specs: Sequence[TaskSpec], policy: Callable[[PolicyStep], Any], attempts: int = 1, **kw: Any
+    ) -> list[Attempt]:
         """run_lockstep for a per-step callable: policy(step) -> action string or (thought, action[, extra])."""
-        from sandbox.miniwob.runs import per_step
-
         return self.run_lockstep(specs, per_step(policy), attempts, **kw)
 
     # ---- training's Environment protocol (training/rollout.py) --------------------------------------------------
@@ -360,7 +440,13 @@ class BrowserPool:
         return make
 
 
-_TERMINATION = {"finished": "finished", "ended": "finished", "step_limit": "step_limit", "unreadable_action": "unreadable_action", "env_error": "finished"}
+_TERMINATION = {
+    "finished": "finished",
+    "ended": "finished",
+    "step_limit": "step_limit",
+    "unreadable_action": "unreadable_action",
+    "env_error": "finished",
+}
 
 
 class SlotEnv:
@@ -375,7 +461,9 @@ class SlotEnv:
 
     def _check(self) -> None:
         if self.pool._slot_epoch[self.slot] != self.epoch:
-            raise RuntimeError(f"pool slot {self.slot} was reused while this episode ran: run at most pool.size={self.pool.size} trajectories at a time")
+            raise RuntimeError(
+                f"pool slot {self.slot} was reused while this episode ran: run at most pool.size={self.pool.size} trajectories at a time"
+            )
 
     def reset(self) -> str:
         with self.pool._lock:
@@ -395,7 +483,11 @@ class SlotEnv:
         r = self.env.step(action)
         if r.done and r.info.get("outcome") == "env_error":
             self.pool.crashes += 1
-        return r.observation.text, r.done, (_TERMINATION.get(r.info.get("outcome") or "", "finished") if r.done else None)
+        return (
+            r.observation.text,
+            r.done,
+            (_TERMINATION.get(r.info.get("outcome") or "", "finished") if r.done else None),
+        )
 
     def verify(self) -> tuple[bool, str]:
         if self._failed is not None:
@@ -417,7 +509,13 @@ class _Progress:
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"), TimeElapsedColumn())
+            self._p = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(),
+            )
             self._p.__enter__()
             self._t = self._p.add_task(self.label, total=self.total, stats="")
             self._t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from tests.dashboards.demo_lake import DemoTotals, build_demo_lake
 
 
 @pytest.fixture
-def demo_lake(lake) -> tuple[Any, DemoTotals]:  # noqa: ANN001
+def demo_lake(lake) -> tuple[Any, DemoTotals]:
     """The `lake` fixture filled with 6 rounds and 3,000 episodes of consistent synthetic history."""
     return lake, build_demo_lake(lake, rounds=6, episodes=3000, seed=3, chunks=2)
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from statsmodels.stats.proportion import proportion_confint
 
-from flywheel import PIPELINE_VERSION
+from core import PIPELINE_VERSION
 from schemas.tables import CT, SFT, STEP
 from storage.lake import Lake
 
@@ -34,8 +34,17 @@ ACTIONS = np.array(
 )
 STRUCTURAL = np.array(["bad_grammar", "off_screen", "non_monotonic_time", "missing_thought", "no_screenshot"])
 OUTCOME = np.array(["env_failed", "answer_mismatch", "judge_rejected"])
-ERRORS = np.array(["json_decode", "schema_mismatch", "audio_undecodable", "missing_screenshot", "path_traversal",
-                   "events_unparseable", "size_limit"])
+ERRORS = np.array(
+    [
+        "json_decode",
+        "schema_mismatch",
+        "audio_undecodable",
+        "missing_screenshot",
+        "path_traversal",
+        "events_unparseable",
+        "size_limit",
+    ]
+)
 T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
 
@@ -86,8 +95,16 @@ def _wilson(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return proportion_confint(k, np.maximum(n, 1), alpha=0.05, method="wilson")
 
 
-def build_demo_lake(lake: Lake, *, rounds: int = 6, episodes: int = 3000, seed: int = 0, chunks: int = 1,
-                    quarantined: int = 40, verdicts: bool = True) -> DemoTotals:
+def build_demo_lake(
+    lake: Lake,
+    *,
+    rounds: int = 6,
+    episodes: int = 3000,
+    seed: int = 0,
+    chunks: int = 1,
+    quarantined: int = 40,
+    verdicts: bool = True,
+) -> DemoTotals:
     """Fill every table of `lake` with a consistent synthetic history of `rounds` rounds and `episodes` episodes.
 
     `chunks` splits the episode-sized tables into that many appends (Delta commits), as a lake that grew round
@@ -105,10 +122,12 @@ def build_demo_lake(lake: Lake, *, rounds: int = 6, episodes: int = 3000, seed: 
     n_steps = rng.integers(1, 4, n).astype(np.int32)
     ids = np.array([f"{seed:08x}{i:024x}" for i in range(n)])
     n_sessions_human = max(1, n // 50)
-    session_of = np.where(src == "rollout", "rollout-r" + rnd.astype(str),
-                          "sess-" + rng.integers(0, n_sessions_human, n).astype(str))
-    reasons_fail = np.where(rng.random(n) < 0.5, STRUCTURAL[rng.integers(0, len(STRUCTURAL), n)],
-                            OUTCOME[rng.integers(0, len(OUTCOME), n)])
+    session_of = np.where(
+        src == "rollout", "rollout-r" + rnd.astype(str), "sess-" + rng.integers(0, n_sessions_human, n).astype(str)
+    )
+    reasons_fail = np.where(
+        rng.random(n) < 0.5, STRUCTURAL[rng.integers(0, len(STRUCTURAL), n)], OUTCOME[rng.integers(0, len(OUTCOME), n)]
+    )
     failed_validator = np.where(np.isin(reasons_fail, STRUCTURAL), "structural", "outcome")
 
     bounds = np.linspace(0, n, chunks + 1).astype(int)
@@ -124,7 +143,9 @@ def build_demo_lake(lake: Lake, *, rounds: int = 6, episodes: int = 3000, seed: 
             "task_family": pa.array(family[sl]),
             "difficulty": pa.array(level[sl], pa.int32()),
             "instruction": pa.array(np.char.add("Complete the task in family ", family[sl].astype(str))),
-            "group": pa.array(np.where(src[sl] == "rollout", "model", np.where(rng.random(m) < 0.5, "expert", "novice"))),
+            "group": pa.array(
+                np.where(src[sl] == "rollout", "model", np.where(rng.random(m) < 0.5, "expert", "novice"))
+            ),
             "policy_version": pa.array(np.char.add("policy-r", (rnd[sl] - 1).astype(str))),
             "outcome": pa.array(np.where(passed[sl], "finished", "step_limit")),
             "env_passed": pa.array(passed[sl]),
@@ -144,7 +165,9 @@ def build_demo_lake(lake: Lake, *, rounds: int = 6, episodes: int = 3000, seed: 
         lake.append("sft", sft.select([c for c in SFT.names if c in sft.column_names]))  # thin pile rows
         lake.append("ct", ct.select([c for c in CT.names if c in ct.column_names]))
         if verdicts:
-            lake.append("verdicts", _verdicts(ids[sl], rnd[sl], passed[sl], reasons_fail[sl], failed_validator[sl], rng))
+            lake.append(
+                "verdicts", _verdicts(ids[sl], rnd[sl], passed[sl], reasons_fail[sl], failed_validator[sl], rng)
+            )
         del ep, sft, ct
 
     n_pass = np.bincount(rnd, weights=passed, minlength=rounds + 1)[1:].astype(np.int64)
@@ -158,32 +181,59 @@ def build_demo_lake(lake: Lake, *, rounds: int = 6, episodes: int = 3000, seed: 
     audits = _audits(ids[passed], rnd[passed], rng)
     lake.append("audits", audits)
     lake.append("dq_results", _dq(rounds, rng))
-    return DemoTotals(rounds, n, int(passed.sum()), int((~passed).sum()), quarantined, sessions.num_rows,
-                      runs.num_rows, audits.num_rows)
+    return DemoTotals(
+        rounds,
+        n,
+        int(passed.sum()),
+        int((~passed).sum()),
+        quarantined,
+        sessions.num_rows,
+        runs.num_rows,
+        audits.num_rows,
+    )
 
 
-def _verdicts(ids: np.ndarray, rnd: np.ndarray, passed: np.ndarray, reason: np.ndarray, validator: np.ndarray,
-              rng: np.random.Generator) -> pa.Table:
+def _verdicts(
+    ids: np.ndarray,
+    rnd: np.ndarray,
+    passed: np.ndarray,
+    reason: np.ndarray,
+    validator: np.ndarray,
+    rng: np.random.Generator,
+) -> pa.Table:
     """Two verdicts per episode (structural, outcome); a failed episode fails exactly one of them."""
     m = len(ids)
     parts = []
     for name in ("structural", "outcome"):
         fails = ~passed & (validator == name)
-        parts.append(pa.table({
-            "episode_id": pa.array(ids),
-            "round": pa.array(rnd, pa.int32()),
-            "validator": pa.array(np.full(m, name)),
-            "version": pa.array(np.full(m, "1")),
-            "passed": pa.array(~fails),
-            "reason": pa.array(np.where(fails, reason, "ok")),
-            "score": pa.array(np.where(fails, 0.0, 1.0)),
-            "validated_at": _ts(m, T0, 3600, rng),
-        }))
+        parts.append(
+            pa.table(
+                {
+                    "episode_id": pa.array(ids),
+                    "round": pa.array(rnd, pa.int32()),
+                    "validator": pa.array(np.full(m, name)),
+                    "version": pa.array(np.full(m, "1")),
+                    "passed": pa.array(~fails),
+                    "reason": pa.array(np.where(fails, reason, "ok")),
+                    "score": pa.array(np.where(fails, 0.0, 1.0)),
+                    "validated_at": _ts(m, T0, 3600, rng),
+                }
+            )
+        )
     return pa.concat_tables(parts)
 
 
-def _rounds(rounds: int, n_new: np.ndarray, n_pass: np.ndarray, rnd: np.ndarray, level: np.ndarray,
-            passed: np.ndarray, src: np.ndarray, family: np.ndarray, rng: np.random.Generator) -> pa.Table:
+def _rounds(
+    rounds: int,
+    n_new: np.ndarray,
+    n_pass: np.ndarray,
+    rnd: np.ndarray,
+    level: np.ndarray,
+    passed: np.ndarray,
+    src: np.ndarray,
+    family: np.ndarray,
+    rng: np.random.Generator,
+) -> pa.Table:
     r = np.arange(1, rounds + 1)
     lo, hi = _wilson(n_pass, n_new)
     eval_n = np.full(rounds, 300)
@@ -196,8 +246,10 @@ def _rounds(rounds: int, n_new: np.ndarray, n_pass: np.ndarray, rnd: np.ndarray,
         sel = rnd == i
         per = {}
         for key, col in (("by_source", src), ("by_family", family), ("by_level", level)):
-            per[key] = {str(v): {"n": int((sel & (col == v)).sum()), "n_pass": int((sel & passed & (col == v)).sum())}
-                        for v in np.unique(col[sel])}
+            per[key] = {
+                str(v): {"n": int((sel & (col == v)).sum()), "n_pass": int((sel & passed & (col == v)).sum())}
+                for v in np.unique(col[sel])
+            }
         ev = {}
         for lv in range(1, 6):
             en = 60
@@ -207,22 +259,39 @@ def _rounds(rounds: int, n_new: np.ndarray, n_pass: np.ndarray, rnd: np.ndarray,
         breakdowns.append(json.dumps(per))
     stages = ("ingest", "route", "ct", "sft", "rl", "eval")
     stage_status = [
-        json.dumps({s: {"status": "done", "seconds": round(float(rng.uniform(20, 90) * (4 if s in ("sft", "rl") else 1)), 1)}
-                    for s in stages if s != "ct" or i % 2 == 1})
+        json.dumps(
+            {
+                s: {
+                    "status": "done",
+                    "seconds": round(float(rng.uniform(20, 90) * (4 if s in ("sft", "rl") else 1)), 1),
+                }
+                for s in stages
+                if s != "ct" or i % 2 == 1
+            }
+        )
         for i in r
     ]
-    return pa.table({
-        "round": pa.array(r, pa.int32()),
-        "n_new": pa.array(n_new), "n_pass": pa.array(n_pass), "n_fail": pa.array(n_new - n_pass),
-        "pass_rate": pa.array(n_pass / np.maximum(n_new, 1)), "pass_rate_lo": pa.array(lo), "pass_rate_hi": pa.array(hi),
-        "eval_n": pa.array(eval_n, pa.int64()), "eval_pass_rate": pa.array(eval_k / eval_n),
-        "eval_pass_rate_lo": pa.array(elo), "eval_pass_rate_hi": pa.array(ehi),
-        "sft_size": pa.array(sft_size.astype(np.int64)), "ct_size": pa.array(ct_size.astype(np.int64)),
-        "policy_version": pa.array([f"policy-r{i}" for i in r]),
-        "stage_status": pa.array(stage_status),
-        "breakdown": pa.array(breakdowns),
-        "updated_at": _ts(rounds, T0, 3600, rng),
-    })
+    return pa.table(
+        {
+            "round": pa.array(r, pa.int32()),
+            "n_new": pa.array(n_new),
+            "n_pass": pa.array(n_pass),
+            "n_fail": pa.array(n_new - n_pass),
+            "pass_rate": pa.array(n_pass / np.maximum(n_new, 1)),
+            "pass_rate_lo": pa.array(lo),
+            "pass_rate_hi": pa.array(hi),
+            "eval_n": pa.array(eval_n, pa.int64()),
+            "eval_pass_rate": pa.array(eval_k / eval_n),
+            "eval_pass_rate_lo": pa.array(elo),
+            "eval_pass_rate_hi": pa.array(ehi),
+            "sft_size": pa.array(sft_size.astype(np.int64)),
+            "ct_size": pa.array(ct_size.astype(np.int64)),
+            "policy_version": pa.array([f"policy-r{i}" for i in r]),
+            "stage_status": pa.array(stage_status),
+            "breakdown": pa.array(breakdowns),
+            "updated_at": _ts(rounds, T0, 3600, rng),
+        }
+    )
 
 
 def _training_runs(rounds: int, rng: np.random.Generator) -> pa.Table:
@@ -234,14 +303,27 @@ def _training_runs(rounds: int, rng: np.random.Generator) -> pa.Table:
             t = np.arange(steps)
             losses = start * (0.35 + 0.65 * np.exp(-t / (steps / 4))) + rng.normal(0, 0.02 * start, steps)
             tokens = int(steps * rng.integers(3000, 5000))
-            rows.append({
-                "run_id": f"run-{r}-{stage}", "round": r, "stage": stage, "backend": "builtin",
-                "base_checkpoint": f"ckpt-{r - 1}", "output_checkpoint": f"objects/ab/ckpt-{r}-{stage}.pt",
-                "pile_version": r, "samples": steps * 16, "tokens": tokens, "steps": steps,
-                "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "losses": losses.tolist(),
-                "metrics": "{}", "config": "{}", "wall_s": float(tokens / rng.uniform(900, 1300)),
-                "started_at": T0 + timedelta(days=r, hours={"ct": 1, "sft": 2, "rl": 3}[stage]),
-            })
+            rows.append(
+                {
+                    "run_id": f"run-{r}-{stage}",
+                    "round": r,
+                    "stage": stage,
+                    "backend": "builtin",
+                    "base_checkpoint": f"ckpt-{r - 1}",
+                    "output_checkpoint": f"objects/ab/ckpt-{r}-{stage}.pt",
+                    "pile_version": r,
+                    "samples": steps * 16,
+                    "tokens": tokens,
+                    "steps": steps,
+                    "loss_first": float(losses[0]),
+                    "loss_last": float(losses[-1]),
+                    "losses": losses.tolist(),
+                    "metrics": "{}",
+                    "config": "{}",
+                    "wall_s": float(tokens / rng.uniform(900, 1300)),
+                    "started_at": T0 + timedelta(days=r, hours={"ct": 1, "sft": 2, "rl": 3}[stage]),
+                }
+            )
     return pa.Table.from_pylist(rows)
 
 
@@ -255,31 +337,46 @@ def _sessions(rounds: int, n_human: int, rng: np.random.Generator) -> pa.Table:
     progress = (rnd - 1) / max(rounds - 1, 1)
     think = source == "think_aloud"
     status = np.where(rng.random(m) < 0.97, "landed", "quarantined")
-    return pa.table({
-        "session_id": pa.array([f"sess-{i}" for i in range(m)]),
-        "source": pa.array(source), "annotator": pa.array([f"ann-{i % 17:02d}" for i in range(m)]),
-        "group": pa.array(group), "status": pa.array(status), "round": pa.array(rnd, pa.int32()),
-        "n_episodes": pa.array(rng.integers(1, 6, m), pa.int32()), "n_actions": pa.array(n_actions),
-        "duration_s": pa.array(rng.uniform(60, 900, m)),
-        "thought_share": pa.array(np.where(think, np.clip(np.where(expert, 0.88, 0.7) + rng.normal(0, 0.05, m), 0, 1), None)),
-        "speech_s": pa.array(np.where(think, rng.uniform(30, 400, m), None)),
-        "asr_confidence": pa.array(np.where(think, np.clip(np.where(expert, 0.86, 0.78) + rng.normal(0, 0.04, m), 0, 1), None)),
-        "override_rate": pa.array(np.where(~think, np.clip(0.55 - 0.35 * progress + rng.normal(0, 0.05, m), 0, 1), None)),
-        "pipeline_version": pa.array(np.full(m, PIPELINE_VERSION)),
-        "ingested_at": _ts(m, T0, 86400 * rounds, rng),
-    })
+    return pa.table(
+        {
+            "session_id": pa.array([f"sess-{i}" for i in range(m)]),
+            "source": pa.array(source),
+            "annotator": pa.array([f"ann-{i % 17:02d}" for i in range(m)]),
+            "group": pa.array(group),
+            "status": pa.array(status),
+            "round": pa.array(rnd, pa.int32()),
+            "n_episodes": pa.array(rng.integers(1, 6, m), pa.int32()),
+            "n_actions": pa.array(n_actions),
+            "duration_s": pa.array(rng.uniform(60, 900, m)),
+            "thought_share": pa.array(
+                np.where(think, np.clip(np.where(expert, 0.88, 0.7) + rng.normal(0, 0.05, m), 0, 1), None)
+            ),
+            "speech_s": pa.array(np.where(think, rng.uniform(30, 400, m), None)),
+            "asr_confidence": pa.array(
+                np.where(think, np.clip(np.where(expert, 0.86, 0.78) + rng.normal(0, 0.04, m), 0, 1), None)
+            ),
+            "override_rate": pa.array(
+                np.where(~think, np.clip(0.55 - 0.35 * progress + rng.normal(0, 0.05, m), 0, 1), None)
+            ),
+            "pipeline_version": pa.array(np.full(m, PIPELINE_VERSION)),
+            "ingested_at": _ts(m, T0, 86400 * rounds, rng),
+        }
+    )
 
 
 def _quarantine(n: int, rounds: int, rng: np.random.Generator) -> pa.Table:
     et = ERRORS[np.minimum(rng.geometric(0.35, n) - 1, len(ERRORS) - 1)]
-    return pa.table({
-        "quarantine_id": pa.array([f"q-{i}" for i in range(n)]),
-        "source": pa.array(SOURCES[rng.integers(0, 3, n)]),
-        "landed_uri": pa.array([f"landing/bundle-{i}.zip" for i in range(n)]),
-        "error_type": pa.array(et), "error": pa.array(np.char.add("could not read input: ", et.astype(str))),
-        "round": pa.array(rng.integers(1, rounds + 1, n), pa.int32()),
-        "quarantined_at": _ts(n, T0, 86400 * rounds, rng),
-    })
+    return pa.table(
+        {
+            "quarantine_id": pa.array([f"q-{i}" for i in range(n)]),
+            "source": pa.array(SOURCES[rng.integers(0, 3, n)]),
+            "landed_uri": pa.array([f"landing/bundle-{i}.zip" for i in range(n)]),
+            "error_type": pa.array(et),
+            "error": pa.array(np.char.add("could not read input: ", et.astype(str))),
+            "round": pa.array(rng.integers(1, rounds + 1, n), pa.int32()),
+            "quarantined_at": _ts(n, T0, 86400 * rounds, rng),
+        }
+    )
 
 
 def _audits(ids: np.ndarray, rnd: np.ndarray, rng: np.random.Generator) -> pa.Table:
@@ -289,9 +386,17 @@ def _audits(ids: np.ndarray, rnd: np.ndarray, rng: np.random.Generator) -> pa.Ta
         pick = rng.choice(pool, min(40, len(pool)), replace=False)
         good = rng.random(len(pick)) < 0.9
         for i, (e, g) in enumerate(zip(pick, good)):
-            rows.append({"audit_id": f"a-{r}-{i}", "round": int(r), "episode_id": str(e), "seed": 7,
-                         "auditor": "aud-1", "verdict": "good" if g else "bad",
-                         "recorded_at": T0 + timedelta(days=int(r), minutes=i)})
+            rows.append(
+                {
+                    "audit_id": f"a-{r}-{i}",
+                    "round": int(r),
+                    "episode_id": str(e),
+                    "seed": 7,
+                    "auditor": "aud-1",
+                    "verdict": "good" if g else "bad",
+                    "recorded_at": T0 + timedelta(days=int(r), minutes=i),
+                }
+            )
     return pa.Table.from_pylist(rows) if rows else pa.table({})
 
 
@@ -300,8 +405,18 @@ def _dq(rounds: int, rng: np.random.Generator) -> pa.Table:
     for r in range(1, rounds + 1):
         for suite in ("episodes_batch", "steps_batch"):
             ok = bool(rng.random() < 0.85)
-            rows.append({"result_id": f"dq-{r}-{suite}", "round": r, "batch_id": f"batch-{r}", "suite": suite,
-                         "success": ok, "n_expectations": 12, "n_failed": 0 if ok else int(rng.integers(1, 3)),
-                         "overridden": (not ok) and bool(rng.random() < 0.5), "details": "{}",
-                         "validated_at": T0 + timedelta(days=r)})
+            rows.append(
+                {
+                    "result_id": f"dq-{r}-{suite}",
+                    "round": r,
+                    "batch_id": f"batch-{r}",
+                    "suite": suite,
+                    "success": ok,
+                    "n_expectations": 12,
+                    "n_failed": 0 if ok else int(rng.integers(1, 3)),
+                    "overridden": (not ok) and bool(rng.random() < 0.5),
+                    "details": "{}",
+                    "validated_at": T0 + timedelta(days=r),
+                }
+            )
     return pa.Table.from_pylist(rows)

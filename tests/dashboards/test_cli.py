@@ -43,8 +43,13 @@ def test_cli_bad_arguments_fail_in_one_line(lake, tmp_path: Path, args: list[str
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if "--lake" not in args:
         args += ["--lake", str(tmp_path / "lake")]
-    proc = subprocess.run([sys.executable, "-m", "flywheel", "dashboard", *args], capture_output=True, text=True,
-                          timeout=120, env=os.environ.copy())
+    proc = subprocess.run(
+        [sys.executable, "-m", "flywheel", "dashboard", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -52,7 +57,7 @@ def test_cli_bad_arguments_fail_in_one_line(lake, tmp_path: Path, args: list[str
 
 def _get(url: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(url, timeout=30) as r:  # noqa: S310 - 127.0.0.1 only
+        with urllib.request.urlopen(url, timeout=30) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, ""
@@ -63,9 +68,23 @@ def test_serve_follows_the_lake(demo_lake, tmp_path: Path) -> None:
     lake, totals = demo_lake
     out = tmp_path / "served.html"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flywheel", "dashboard", "--serve", "--port", "0", "--lake", str(tmp_path / "lake"),
-         "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+        [
+            sys.executable,
+            "-m",
+            "flywheel",
+            "dashboard",
+            "--serve",
+            "--port",
+            "0",
+            "--lake",
+            str(tmp_path / "lake"),
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
     )
     try:
         url, deadline = None, time.monotonic() + 120

@@ -16,7 +16,7 @@ from dashboards.render import build_page
 from dashboards.spec import load_panels
 
 
-def _panel(lake, pid: str):  # noqa: ANN001, ANN202
+def _panel(lake, pid: str):
     spec = next(s for s in load_panels() if s.id == pid)
     con = lake.duckdb()
     try:
@@ -27,7 +27,7 @@ def _panel(lake, pid: str):  # noqa: ANN001, ANN202
     return data
 
 
-def _pl(lake, table: str) -> pl.DataFrame:  # noqa: ANN001
+def _pl(lake, table: str) -> pl.DataFrame:
     return pl.from_arrow(lake.read(table, columns=[c for c in lake.read(table).column_names if c != "steps"]))
 
 
@@ -36,8 +36,12 @@ def test_all_panels_ok_and_kpis_match(demo_lake) -> None:
     page = build_page(lake)
     assert {p.state for p in page.panels} == {"ok"}, [(p.id, p.state, p.message) for p in page.panels]
     html = page.html
-    for label, value in (("SFT pile", totals.sft), ("CT pile", totals.ct), ("episodes", totals.episodes),
-                         ("quarantined inputs", totals.quarantined)):
+    for label, value in (
+        ("SFT pile", totals.sft),
+        ("CT pile", totals.ct),
+        ("episodes", totals.episodes),
+        ("quarantined inputs", totals.quarantined),
+    ):
         assert f'<div class="v">{value:,}</div><div class="l">{label}</div>' in html
 
 
@@ -76,7 +80,8 @@ def test_sources_reasons_quarantine_and_training(demo_lake) -> None:
     by_source = _panel(lake, "new_episodes_by_source").rows
     ep = _pl(lake, "episodes").group_by("round", "source").len()
     assert {(r["round"], r["source"]): r["episodes"] for r in by_source} == {
-        (r["round"], r["source"]): r["len"] for r in ep.to_dicts()}
+        (r["round"], r["source"]): r["len"] for r in ep.to_dicts()
+    }
 
     reasons = _panel(lake, "validator_reasons").rows
     failing = _pl(lake, "verdicts").filter(~pl.col("passed"))
@@ -97,8 +102,11 @@ def test_sources_reasons_quarantine_and_training(demo_lake) -> None:
 def test_round_stages_read_stage_status(demo_lake) -> None:
     lake, _ = demo_lake
     rows = _panel(lake, "round_stages").rows
-    truth = {(r["round"], st): v["seconds"] for r in lake.read("rounds").to_pylist()
-             for st, v in json.loads(r["stage_status"]).items()}
+    truth = {
+        (r["round"], st): v["seconds"]
+        for r in lake.read("rounds").to_pylist()
+        for st, v in json.loads(r["stage_status"]).items()
+    }
     assert {(r["round"], r["stage"]): r["seconds"] for r in rows} == truth
     assert [r["stage"] for r in rows][0] == "ingest"  # stages keep the order the round recorded
 
@@ -108,8 +116,10 @@ def test_audit_precision_uses_latest_verdict(demo_lake) -> None:
     before = {r["round"]: r for r in _panel(lake, "audit_precision").rows}
     one = lake.read("audits").to_pylist()[0]
     flipped = "bad" if one["verdict"] == "good" else "good"
-    lake.append("audits", [{**one, "audit_id": "re-audit", "verdict": flipped,
-                            "recorded_at": one["recorded_at"].replace(year=2030)}])
+    lake.append(
+        "audits",
+        [{**one, "audit_id": "re-audit", "verdict": flipped, "recorded_at": one["recorded_at"].replace(year=2030)}],
+    )
     after = {r["round"]: r for r in _panel(lake, "audit_precision").rows}
     r = one["round"]
     assert after[r]["n"] == before[r]["n"]
@@ -121,20 +131,32 @@ def test_audit_precision_uses_latest_verdict(demo_lake) -> None:
 def test_breakdown_shapes_and_bad_json(lake) -> None:
     """eval_by_level reads {"n","n_pass"} objects, bare rates, both key spellings, and skips broken JSON."""
     now = pa.scalar(0, pa.timestamp("us", tz="UTC")).as_py()
-    lake.upsert("rounds", [
-        {"round": 1, "breakdown": json.dumps({"eval": {"by_level": {"1": {"n": 50, "n_pass": 20}, "2": 0.25}}}),
-         "updated_at": now},
-        {"round": 2, "breakdown": "{not json", "updated_at": now},
-        {"round": 3, "breakdown": json.dumps({"by_source": {"rollout": {"n": 3}}}), "updated_at": now},
-        {"round": 4, "breakdown": json.dumps({"eval": {"level": {"3": {"n": 10, "n_pass": 5, "pass_rate": 0.5,
-                                                                      "lo": None, "hi": None}}}}),
-         "updated_at": now},
-    ])
+    lake.upsert(
+        "rounds",
+        [
+            {
+                "round": 1,
+                "breakdown": json.dumps({"eval": {"by_level": {"1": {"n": 50, "n_pass": 20}, "2": 0.25}}}),
+                "updated_at": now,
+            },
+            {"round": 2, "breakdown": "{not json", "updated_at": now},
+            {"round": 3, "breakdown": json.dumps({"by_source": {"rollout": {"n": 3}}}), "updated_at": now},
+            {
+                "round": 4,
+                "breakdown": json.dumps(
+                    {"eval": {"level": {"3": {"n": 10, "n_pass": 5, "pass_rate": 0.5, "lo": None, "hi": None}}}}
+                ),
+                "updated_at": now,
+            },
+        ],
+    )
     rows = _panel(lake, "eval_by_level").rows
     assert [(r["round"], r["level"]) for r in rows] == [(1, "level 1"), (1, "level 2"), (4, "level 3")]
     l1, l2, l3 = rows
     assert l3["rate"] == 0.5 and l3["hi"] == pytest.approx(proportion_confint(5, 10, method="wilson")[1])
-    assert l1["rate"] == pytest.approx(0.4) and l1["lo"] == pytest.approx(proportion_confint(20, 50, method="wilson")[0])
+    assert l1["rate"] == pytest.approx(0.4) and l1["lo"] == pytest.approx(
+        proportion_confint(20, 50, method="wilson")[0]
+    )
     assert l2["rate"] == pytest.approx(0.25) and l2["lo"] is None  # a bare rate has no interval
     page = build_page(lake)
     states = {p.id: p.state for p in page.panels}
@@ -145,10 +167,26 @@ def test_interval_fill_keeps_stored_values() -> None:
     from dashboards.data import wilson_fill
     from dashboards.spec import PanelSpec, Wilson
 
-    spec = PanelSpec(title="t", chart="line", x="x", y="rate", lo="lo", hi="hi", empty="e",
-                     wilson=Wilson(k="k", n="n", rate="rate", lo="lo", hi="hi"))
-    t = pa.table({"x": [1, 2, 3], "k": [3, 0, None], "n": [10, 0, 5],
-                  "rate": [None, None, 0.5], "lo": [0.01, None, None], "hi": [None, None, None]})
+    spec = PanelSpec(
+        title="t",
+        chart="line",
+        x="x",
+        y="rate",
+        lo="lo",
+        hi="hi",
+        empty="e",
+        wilson=Wilson(k="k", n="n", rate="rate", lo="lo", hi="hi"),
+    )
+    t = pa.table(
+        {
+            "x": [1, 2, 3],
+            "k": [3, 0, None],
+            "n": [10, 0, 5],
+            "rate": [None, None, 0.5],
+            "lo": [0.01, None, None],
+            "hi": [None, None, None],
+        }
+    )
     out = wilson_fill(t, spec).to_pylist()
     lo, hi = proportion_confint(3, 10, method="wilson")
     assert out[0]["rate"] == pytest.approx(0.3) and out[0]["lo"] == 0.01 and out[0]["hi"] == pytest.approx(hi)
@@ -161,8 +199,9 @@ def test_panel_queries_must_aggregate(demo_lake) -> None:
     from dashboards.spec import PanelSpec
 
     lake, _ = demo_lake
-    raw = PanelSpec(id="raw", title="raw", chart="bar", x="round", y="n_steps", empty="e",
-                    sql="SELECT round, n_steps FROM episodes")
+    raw = PanelSpec(
+        id="raw", title="raw", chart="bar", x="round", y="n_steps", empty="e", sql="SELECT round, n_steps FROM episodes"
+    )
     con = lake.duckdb()
     data = run_panel(con, raw, max_rows=100)
     con.close()
@@ -201,8 +240,22 @@ def test_every_shipped_panel_has_sql_title_and_empty_text() -> None:
     for p in panels:
         assert p.sql.strip() and p.title and "`" in p.empty, p.id
     ids = [p.id for p in panels]
-    for required in ("pass_rate", "pass_rate_by_level", "eval_by_level", "pile_growth", "new_episodes_by_source",
-                     "validator_reasons", "gx_results", "audit_precision", "thinkaloud_quality", "override_rate",
-                     "training_loss", "training_tokens", "training_wall_time", "round_stages", "quarantine"):
+    for required in (
+        "pass_rate",
+        "pass_rate_by_level",
+        "eval_by_level",
+        "pile_growth",
+        "new_episodes_by_source",
+        "validator_reasons",
+        "gx_results",
+        "audit_precision",
+        "thinkaloud_quality",
+        "override_rate",
+        "training_loss",
+        "training_tokens",
+        "training_wall_time",
+        "round_stages",
+        "quarantine",
+    ):
         assert required in ids
     assert np.all(np.diff([p.order for p in panels]) >= 0)

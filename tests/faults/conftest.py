@@ -18,16 +18,16 @@ FAST_S3 = {"FLYWHEEL_S3_READ_TIMEOUT_S": "2", "FLYWHEEL_S3_CONNECT_TIMEOUT_S": "
 
 
 @pytest.fixture
-def proxy(moto_server) -> Iterator[FaultProxy]:  # noqa: ANN001
+def proxy(moto_server) -> Iterator[FaultProxy]:
     px = FaultProxy(moto_server.port).start()
     yield px
     px.stop()
 
 
 @pytest.fixture
-def faulty_env(moto_server, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:  # noqa: ANN001
+def faulty_env(moto_server, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """FLYWHEEL_* settings that reach moto through the proxy (also set in this process)."""
-    from flywheel.settings import reset_settings_cache
+    from core.settings import reset_settings_cache
 
     env = {**moto_server.env(), "FLYWHEEL_S3_ENDPOINT_URL": proxy.url, **FAST_S3}
     for k, v in env.items():
@@ -37,7 +37,7 @@ def faulty_env(moto_server, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def faulty_lake(moto_server, faulty_env: dict[str, str]):  # noqa: ANN001, ANN201
+def faulty_lake(moto_server, faulty_env: dict[str, str]):
     """A fresh S3 lake whose every request goes through the proxy (no fault injected yet)."""
     from storage import Lake
 
@@ -62,7 +62,9 @@ def rollout_file(path: Path, n: int, start: int = 0, n_steps: int = 4, pad: int 
 def flywheel(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
     """Run the real CLI in a fresh process."""
     full = {**os.environ, **(env or {}), "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "flywheel", *args], capture_output=True, text=True, env=full, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "flywheel", *args], capture_output=True, text=True, env=full, timeout=timeout
+    )
 
 
 def assert_one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -74,8 +76,8 @@ def assert_one_line_error(r: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def assert_check_passes(lake) -> None:  # noqa: ANN001
-    from storage.check import check_lake
+def assert_check_passes(lake) -> None:
+    from validators.lake_check import check_lake
 
     rep = check_lake(lake)
     assert rep.ok, [v.line() for v in rep.violations]

@@ -4,23 +4,22 @@ vacuums without losing a row, and keeps the versions that exports, audits and tr
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from deltalake import write_deltalake
 
-from storage.check import check_lake
 from storage.maintain import maintain
 from storage.pins import list_pins, pin_version, pinned_versions
 from tests.faults.conftest import assert_check_passes, flywheel
+from validators.lake_check import check_lake
 from validators.routing import route_round
 from validators.synthetic import screenshot_pool, synthetic_rollouts
 
 
-def routed_lake(lake, rounds: int = 2, n: int = 200, appends: int = 2):  # noqa: ANN001, ANN201
+def routed_lake(lake, rounds: int = 2, n: int = 200, appends: int = 2):
     pool = screenshot_pool(lake, 3)
     for r in range(1, rounds + 1):
         for a in range(appends):
@@ -29,7 +28,7 @@ def routed_lake(lake, rounds: int = 2, n: int = 200, appends: int = 2):  # noqa:
     return lake
 
 
-def _raw_append(lake, table: str, rows: pa.Table) -> None:  # noqa: ANN001
+def _raw_append(lake, table: str, rows: pa.Table) -> None:
     """A write that bypasses Lake.append (no key check): what a buggy tool or a hand edit could do."""
     write_deltalake(lake.table_uri(table), rows, mode="append", storage_options=lake.storage_options)
 
@@ -47,7 +46,7 @@ def test_check_passes_on_a_sound_lake_and_names_each_broken_invariant(lake, tmp_
     lake.append("episodes", synthetic_rollouts(3, 1, screenshots=screenshot_pool(lake, 3), start=9000))  # unrouted
     shot = lake.read("episodes", ["steps"]).column("steps")[0].as_py()[0]["screenshot_uri"]
     os.remove(shot)  # a referenced screenshot is gone
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     lake.append("training_runs", [{"run_id": "r1", "round": 1, "stage": "sft", "started_at": now,
                                    "output_checkpoint": lake.uri.join("objects/ab/" + "ab" * 32 + ".tar")}])  # fmt: skip
     verdict_file = lake.delta("verdicts").file_uris()[0]
@@ -102,7 +101,9 @@ def test_maintain_compacts_vacuums_and_keeps_pinned_versions(any_lake, tmp_path:
         lake.read("sft", version=old_unpinned)
     assert lake.read("sft", version=1).num_rows < pile_at_export  # older than the pin: its files are the pin's
     assert lake.delta("sft").metadata().configuration.get("delta.logRetentionDuration") == "interval 3650 days"
-    assert lake.append("episodes", synthetic_rollouts(100, 3, screenshots=screenshot_pool(lake, 3))) == 0  # still idempotent
+    assert (
+        lake.append("episodes", synthetic_rollouts(100, 3, screenshots=screenshot_pool(lake, 3))) == 0
+    )  # still idempotent
     assert_check_passes(lake)
     again = maintain(lake, retain_hours=0)
     assert all(t.files_compacted == 0 for t in again.tables)  # idempotent
@@ -111,7 +112,10 @@ def test_maintain_compacts_vacuums_and_keeps_pinned_versions(any_lake, tmp_path:
 def test_maintain_cli_and_training_run_pins(lake) -> None:
     routed_lake(lake, rounds=1, n=50)
     v = lake.version("ct")
-    lake.append("training_runs", [{"run_id": "ct1", "round": 1, "stage": "ct", "pile_version": v, "started_at": datetime.now(timezone.utc)}])
+    lake.append(
+        "training_runs",
+        [{"run_id": "ct1", "round": 1, "stage": "ct", "pile_version": v, "started_at": datetime.now(UTC)}],
+    )
     assert pinned_versions(lake)["ct"] == {v}
     with pytest.raises(ValueError):
         pin_version(lake, "sft", -1, "bad")

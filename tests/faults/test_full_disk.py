@@ -58,7 +58,9 @@ def test_full_disk_is_a_clean_error_and_a_rerun_completes(small_disk: Path, tmp_
     f = rollout_file(tmp_path / "r.jsonl", N, pad=400)  # incompressible thoughts: about 6 MB of Parquet
     filler = _fill(small_disk, 3 << 20)
 
-    line = assert_one_line_error(flywheel("ingest", "rollouts", str(f), "--lake", lake, "--round", "1", "--block-mb", "1"))
+    line = assert_one_line_error(
+        flywheel("ingest", "rollouts", str(f), "--lake", lake, "--round", "1", "--block-mb", "1")
+    )
     assert "No space left on device" in line or "ENOSPC" in line or "space" in line.lower(), line
     partial = _count(lake)
     assert partial < N

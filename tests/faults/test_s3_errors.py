@@ -39,7 +39,10 @@ def test_flaky_endpoint_fails_cleanly_and_reruns_complete(faulty_lake, proxy, tm
     f = rollout_file(tmp_path / "r.jsonl", N)
     proxy.inject("error", rate=0.1)
     failures: list[str] = []
-    for op in (lambda: ingest_rollout_file(faulty_lake, f, round=1, block_bytes=48 << 10), lambda: route_round(faulty_lake, 1)):
+    for op in (
+        lambda: ingest_rollout_file(faulty_lake, f, round=1, block_bytes=48 << 10),
+        lambda: route_round(faulty_lake, 1),
+    ):
         for _ in range(30):
             try:
                 op()
@@ -95,7 +98,9 @@ def test_flow_task_retries_outlast_an_outage(faulty_lake, proxy, tmp_path: Path,
     res = state.result()
     assert res["episodes_added"] == 200 and proxy.injected("error") >= 3
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+        )
     assert max(r.run_count for r in runs) >= 2, [(r.name, r.run_count) for r in runs]  # Prefect retried the task
     assert faulty_lake.count("episodes") == 200
     assert_check_passes(faulty_lake)

@@ -87,7 +87,16 @@ class FaultProxy:
         """Add a fault for the next `count` matching requests, or for `seconds` (or forever if neither)."""
         if kind not in ("error", "hang", "reset", "cut", "drop"):
             raise ValueError(f"unknown fault {kind!r}")
-        f = Fault(kind, count, None if seconds is None else time.monotonic() + seconds, match, rate, status, after_bytes, hang_s)
+        f = Fault(
+            kind,
+            count,
+            None if seconds is None else time.monotonic() + seconds,
+            match,
+            rate,
+            status,
+            after_bytes,
+            hang_s,
+        )
         with self._lock:
             self.faults.append(f)
         return f
@@ -104,7 +113,9 @@ class FaultProxy:
             self.stats.requests += 1
             self.stats.lines.append(line.decode(errors="replace"))
             now = time.monotonic()
-            self.faults = [f for f in self.faults if (f.count is None or f.count > 0) and (f.until is None or f.until > now)]
+            self.faults = [
+                f for f in self.faults if (f.count is None or f.count > 0) and (f.until is None or f.until > now)
+            ]
             for f in self.faults:
                 if f.match and f.match not in line:
                     continue
@@ -135,9 +146,17 @@ class FaultProxy:
             elif fault.kind == "error":
                 _drain_body(client, head, rest)
                 code = b"SlowDown" if fault.status == 503 else b"InternalError"
-                body = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>" + code + b"</Code><Message>injected fault</Message></Error>"
+                body = (
+                    b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
+                    + code
+                    + b"</Code><Message>injected fault</Message></Error>"
+                )
                 reason = b"Service Unavailable" if fault.status == 503 else b"Internal Server Error"
-                client.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (fault.status, reason, len(body)) + body)
+                client.sendall(
+                    b"HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                    % (fault.status, reason, len(body))
+                    + body
+                )
             elif fault.kind == "hang":
                 deadline = time.monotonic() + fault.hang_s
                 while time.monotonic() < deadline:  # keep reading (the client may still send its body), never answer
@@ -236,7 +255,11 @@ def _pipe_body(client: socket.socket, up: socket.socket, head: bytes, rest: byte
 
 
 def _connection_close(head: bytes) -> bytes:
-    lines = [ln for ln in head[: -len(_HEAD_END)].split(b"\r\n") if not ln.lower().startswith((b"connection:", b"keep-alive:"))]
+    lines = [
+        ln
+        for ln in head[: -len(_HEAD_END)].split(b"\r\n")
+        if not ln.lower().startswith((b"connection:", b"keep-alive:"))
+    ]
     return b"\r\n".join(lines + [b"Connection: close"]) + _HEAD_END
 
 

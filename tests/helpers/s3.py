@@ -44,7 +44,7 @@ class MotoServer:
             "AWS_DEFAULT_REGION": "us-east-1",
         }
 
-    def client(self):  # noqa: ANN201
+    def client(self):
         import boto3
 
         return boto3.client(

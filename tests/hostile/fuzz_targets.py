@@ -30,7 +30,11 @@ JSON_LEAF = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40), WEIRD_TEXT,
 )  # fmt: skip
-JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+JSON_VALUE = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -137,13 +141,22 @@ def bundle_parts() -> dict[str, Any]:
     manifest = {"format": "flywheel.think-aloud/1", "session_id": "fuzz-0001", "instruction": "Type hi", "screen_width": 64,
                 "screen_height": 40, "annotator_id": "ann", "group": "novice", "events": "events.jsonl",
                 "transcript": "transcript.jsonl", "screenshots": [{"t": 0.5, "file": "screenshots/0000.png"}, {"t": 1.5, "file": "screenshots/0001.png"}]}  # fmt: skip
-    transcript = [{"t_start": 0.2, "t_end": 0.9, "text": "I click the box."}, {"t_start": 1.3, "t_end": 1.9, "text": "Now I type hi."}]
-    return {"manifest": manifest, "events": events, "transcript": transcript, "shots": {"screenshots/0000.png": _png(10), "screenshots/0001.png": _png(200)}}
+    transcript = [
+        {"t_start": 0.2, "t_end": 0.9, "text": "I click the box."},
+        {"t_start": 1.3, "t_end": 1.9, "text": "Now I type hi."},
+    ]
+    return {
+        "manifest": manifest,
+        "events": events,
+        "transcript": transcript,
+        "shots": {"screenshots/0000.png": _png(10), "screenshots/0001.png": _png(200)},
+    }
 
 
 def write_parts(folder: Path, parts: dict[str, Any], raw: dict[str, bytes] | None = None) -> Path:
     """Write a bundle folder from parts; `raw` overrides a file's bytes (name -> bytes)."""
     folder.mkdir(parents=True, exist_ok=True)
+
     def lines(v: Any) -> bytes:  # a mutation may have turned the list of lines into anything
         return ("".join(json.dumps(e) + "\n" for e in v) if isinstance(v, list) else json.dumps(v)).encode()
 
@@ -174,7 +187,7 @@ PARTS = bundle_parts()
 
 
 @st.composite
-def hostile_bundle(draw):  # noqa: ANN001, ANN201
+def hostile_bundle(draw):
     """A valid bundle with one part mutated: manifest, events, transcript, a screenshot, raw event bytes, or the zip."""
     parts = json.loads(json.dumps({k: v for k, v in PARTS.items() if k != "shots"}))
     parts["shots"] = dict(PARTS["shots"])
@@ -211,7 +224,7 @@ def target_action(s: str) -> None:
     except ActionError:
         OUTCOMES["action", "refused"] += 1
         return
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise Crash(f"parse_action({s[:200]!r}) raised {type(e).__name__}: {e}") from e
     again = parse_action(format_action(a))
     if again != a:
@@ -237,7 +250,7 @@ def target_rollout_block(data: bytes) -> tuple[int, int]:
     try:
         t, lines, bad = parse_block(data, 1, "fuzz.jsonl")
         conv = convert(t, lines, landed_uri="fuzz.jsonl")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise Crash(f"rollout reader raised {type(e).__name__}: {str(e)[:300]}") from e
     _check_quarantine(bad + conv.quarantined, "rollouts")
     rows = [ln.strip() for ln in data.split(b"\n") if ln.strip()]
@@ -245,7 +258,9 @@ def target_rollout_block(data: bytes) -> tuple[int, int]:
     one_per_line = all(r.startswith(b"{") and r.endswith(b"}") for r in rows)  # else an object may span lines
     nonblank = len(rows) if one_per_line else min(len(rows), 1)
     if len(seen) < nonblank:
-        raise Crash(f"rollouts: {nonblank} non-blank line(s) but only {len(seen)} accounted for (episode or quarantine)")
+        raise Crash(
+            f"rollouts: {nonblank} non-blank line(s) but only {len(seen)} accounted for (episode or quarantine)"
+        )
     OUTCOMES["rollouts", "episode"] += conv.episodes.num_rows
     return conv.episodes.num_rows, len(bad) + len(conv.quarantined)
 
@@ -257,7 +272,7 @@ def target_annotation(data: bytes, workdir: Path) -> tuple[int, int]:
     p.write_bytes(data)
     try:
         s = read_session(p, round=0)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise Crash(f"annotation reader raised {type(e).__name__}: {str(e)[:300]}") from e
     _check_quarantine(s.quarantined, "annotations")
     if not s.episodes and not s.quarantined and s.session.get("n_episodes") != 0:
@@ -266,7 +281,9 @@ def target_annotation(data: bytes, workdir: Path) -> tuple[int, int]:
     return len(s.episodes), len(s.quarantined)
 
 
-def target_bundle(lake: Any, parts: dict[str, Any], raw: dict[str, bytes] | None, as_zip: bytes | None, workdir: Path) -> str:
+def target_bundle(
+    lake: Any, parts: dict[str, Any], raw: dict[str, bytes] | None, as_zip: bytes | None, workdir: Path
+) -> str:
     """process_input on a hostile bundle folder (or zip bytes): an episode or quarantine, never an exception."""
     from ingest.think_aloud import IngestOptions, process_input
 
@@ -279,7 +296,7 @@ def target_bundle(lake: Any, parts: dict[str, Any], raw: dict[str, bytes] | None
             path = write_parts(d / "bundle", parts, raw)
         try:
             o = process_input(path, lake, round=0, opts=IngestOptions(salt="fuzz"))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise Crash(f"process_input raised {type(e).__name__}: {str(e)[:300]}") from e
         _check_quarantine(o.quarantined, "think-aloud")
         if not o.episodes and not o.quarantined and not o.timings.get("skipped"):

@@ -25,7 +25,7 @@ def bundle_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ta_lake(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def ta_lake(tmp_path_factory: pytest.TempPathFactory):
     from storage import Lake
 
     return Lake.open(tmp_path_factory.mktemp("lake") / "lake", create=True)
@@ -63,7 +63,7 @@ def _info(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = "
     return ti
 
 
-def _ingest(lake, path: Path) -> list[str]:  # noqa: ANN001
+def _ingest(lake, path: Path) -> list[str]:
     o = process_input(path, lake, round=0, opts=IngestOptions(salt="t"))
     return [q.error_type for q in o.quarantined]
 
@@ -73,7 +73,9 @@ def _disk_usage(p: Path) -> int:
 
 
 @pytest.mark.slow
-def test_zip_bomb_is_refused_before_extraction(ta_lake, bundle_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zip_bomb_is_refused_before_extraction(
+    ta_lake, bundle_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """1 GiB of zeros packed into about 1 MiB, under every size limit: refused by its ratio, nothing extracted."""
     bomb = tmp_path / "bomb.zip"
     bomb.write_bytes(zip_bytes(_bundle_files(bundle_dir), zeros={"screenshots/huge.png": GB}))
@@ -107,7 +109,7 @@ def test_tar_gz_bomb_and_too_many_members_are_refused(ta_lake, bundle_dir: Path,
             def readable(self) -> bool:
                 return True
 
-            def readinto(self, b) -> int:  # noqa: ANN001
+            def readinto(self, b) -> int:
                 n = min(len(b), self.left)
                 b[:n] = bytes(n)
                 self.left -= n
@@ -174,7 +176,7 @@ def test_links_devices_and_manifest_escapes_are_refused(ta_lake, bundle_dir: Pat
         for n, d in files.items():
             z.writestr(n, d)
         zi = zipfile.ZipInfo("screenshots/link.png")
-        zi.external_attr = (0o120777 << 16)
+        zi.external_attr = 0o120777 << 16
         z.writestr(zi, "/etc/passwd")
     p = tmp_path / "symlink.zip"
     p.write_bytes(buf.getvalue())

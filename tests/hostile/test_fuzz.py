@@ -11,13 +11,23 @@ from hypothesis import strategies as st
 
 from tests.hostile import fuzz_targets as ft
 
+
 def ci(n: int) -> settings:
     """CI settings: the same inputs every run (derandomized), no deadline (inputs touch disk)."""
-    return settings(max_examples=n, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=n, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
 
 
 @ci(1500)
-@given(st.one_of(st.text(max_size=200), st.sampled_from(ft.VALID_ACTIONS).flatmap(lambda a: ft.mutated_bytes(a.encode())).map(lambda b: b.decode("utf-8", "replace"))))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.sampled_from(ft.VALID_ACTIONS)
+        .flatmap(lambda a: ft.mutated_bytes(a.encode()))
+        .map(lambda b: b.decode("utf-8", "replace")),
+    )
+)
 def test_action_parser_reads_or_refuses(s: str) -> None:
     ft.target_action(s)
 
@@ -30,13 +40,19 @@ def test_rollout_reader_quarantines_what_it_cannot_read(data: bytes) -> None:
 
 
 @ci(300)
-@given(ft.mutated_json(ft.annotation_doc()).map(lambda d: json.dumps(d).encode()).flatmap(lambda b: st.one_of(st.just(b), ft.mutated_bytes(b, 2))))
-def test_annotation_reader_quarantines_what_it_cannot_read(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+@given(
+    ft.mutated_json(ft.annotation_doc())
+    .map(lambda d: json.dumps(d).encode())
+    .flatmap(lambda b: st.one_of(st.just(b), ft.mutated_bytes(b, 2)))
+)
+def test_annotation_reader_quarantines_what_it_cannot_read(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
     ft.target_annotation(data, tmp_path_factory.mktemp("ann"))
 
 
 @pytest.fixture(scope="module")
-def fuzz_lake(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def fuzz_lake(tmp_path_factory: pytest.TempPathFactory):
     from storage import Lake
 
     return Lake.open(tmp_path_factory.mktemp("fuzz") / "lake", create=True)
@@ -48,7 +64,7 @@ hostile_bundle = ft.hostile_bundle
 
 @ci(250)
 @given(hostile_bundle(), st.data())
-def test_bundle_reader_lands_or_quarantines(fuzz_lake, tmp_path_factory: pytest.TempPathFactory, case, data) -> None:  # noqa: ANN001
+def test_bundle_reader_lands_or_quarantines(fuzz_lake, tmp_path_factory: pytest.TempPathFactory, case, data) -> None:
     parts, raw, where = case
     work = tmp_path_factory.mktemp("b")
     as_zip = None
@@ -68,7 +84,7 @@ def test_the_valid_seeds_are_valid(fuzz_lake, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("shot", ["screenshots/0000.png", "screenshots/0001.png"])
-def test_a_png_with_a_truncated_header_is_quarantined(fuzz_lake, tmp_path: Path, shot: str) -> None:  # noqa: ANN001
+def test_a_png_with_a_truncated_header_is_quarantined(fuzz_lake, tmp_path: Path, shot: str) -> None:
     """Found by `python -m bench fuzz`: Pillow raises ValueError("Truncated IHDR chunk") for a PNG whose header chunk
     claims fewer than 13 bytes; it was an internal_error (a crash) and is now `screenshot_corrupt`."""
     import struct

@@ -19,8 +19,8 @@ KEY_ID = "AKIA-distinctive-keyid-4Wd"
 
 
 @pytest.fixture
-def secret_env(moto_server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:  # noqa: ANN001
-    from flywheel.settings import reset_settings_cache
+def secret_env(moto_server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    from core.settings import reset_settings_cache
 
     env = {**moto_server.env(), "FLYWHEEL_S3_SECRET_ACCESS_KEY": SECRET, "FLYWHEEL_S3_ACCESS_KEY_ID": KEY_ID,
            "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ACCESS_KEY_ID": KEY_ID, "FLYWHEEL_S3_MAX_ATTEMPTS": "1",
@@ -33,7 +33,9 @@ def secret_env(moto_server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]: 
 
 def _clean(text: str, where: str) -> None:
     for s in (SECRET, KEY_ID):
-        assert s not in text, f"{s[:6]}... leaked in {where}: ...{text[max(text.find(s) - 200, 0): text.find(s) + 50]}..."
+        assert s not in text, (
+            f"{s[:6]}... leaked in {where}: ...{text[max(text.find(s) - 200, 0) : text.find(s) + 50]}..."
+        )
 
 
 def _run(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -44,9 +46,11 @@ def _run(env: dict[str, str], *args: str, stdin: str | None = None) -> subproces
 
 
 @pytest.mark.slow
-def test_commands_never_print_credentials(moto_server, secret_env: dict[str, str], tmp_path: Path) -> None:  # noqa: ANN001
+def test_commands_never_print_credentials(moto_server, secret_env: dict[str, str], tmp_path: Path) -> None:
     lake = f"s3://{moto_server.new_bucket()}/lake"
-    f = write_lines(tmp_path / "r.jsonl", [attempt(i, screen_width=100, screen_height=80) for i in range(20)] + ["{not json"])
+    f = write_lines(
+        tmp_path / "r.jsonl", [attempt(i, screen_width=100, screen_height=80) for i in range(20)] + ["{not json"]
+    )
     ok = [
         ("init", "--lake", lake), ("config",), ("tables", "--lake", lake),
         ("ingest", "rollouts", str(f), "--lake", lake, "--round", "1"), ("route", "--round", "1", "--lake", lake),
@@ -66,19 +70,29 @@ def test_commands_never_print_credentials(moto_server, secret_env: dict[str, str
         assert r.returncode != 0, args
 
 
-def test_errors_and_reprs_never_hold_credentials(moto_server, secret_env: dict[str, str]) -> None:  # noqa: ANN001
-    from flywheel.settings import get_settings, reset_settings_cache
+def test_errors_and_reprs_never_hold_credentials(moto_server, secret_env: dict[str, str]) -> None:
+    from core.settings import get_settings, reset_settings_cache
     from storage import Lake
     from storage.errors import LakeError
 
     lake = Lake.open(f"s3://{moto_server.new_bucket()}/lake", create=True)
-    _clean(repr(lake) + str(lake.uri) + repr(lake.uri) + repr(get_settings()) + str(get_settings()) + json.dumps(get_settings().masked()), "reprs")
+    _clean(
+        repr(lake)
+        + str(lake.uri)
+        + repr(lake.uri)
+        + repr(get_settings())
+        + str(get_settings())
+        + json.dumps(get_settings().masked()),
+        "reprs",
+    )
     os.environ["FLYWHEEL_S3_ENDPOINT_URL"] = f"http://127.0.0.1:{free_port()}"
     reset_settings_cache()
     for fn in (lambda: Lake.open(str(lake.uri)), lambda: Lake.open("s3://no-such-bucket-y/lake")):
         with pytest.raises(LakeError) as e:
             fn()
-        _clean(str(e.value) + repr(e.value) + "".join(__import__("traceback").format_exception(e.value)), "an exception")
+        _clean(
+            str(e.value) + repr(e.value) + "".join(__import__("traceback").format_exception(e.value)), "an exception"
+        )
 
 
 def _prefect_record(artifact_key: str | None = None) -> tuple[str, list]:
@@ -87,7 +101,7 @@ def _prefect_record(artifact_key: str | None = None) -> tuple[str, list]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    def every(read) -> list:  # noqa: ANN001 - the API serves at most 200 per request
+    def every(read) -> list:
         out: list = []
         while True:
             page = read(limit=200, offset=len(out))
@@ -99,21 +113,31 @@ def _prefect_record(artifact_key: str | None = None) -> tuple[str, list]:
         parts = [log.message for log in every(client.read_logs)]
         for read in (client.read_artifacts, client.read_flow_runs, client.read_task_runs):
             parts += [json.dumps(x.model_dump(mode="json"), default=str) for x in every(read)]
-        keyed = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key]))) if artifact_key else []
+        keyed = (
+            client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key])))
+            if artifact_key
+            else []
+        )
     return "\n".join(parts), keyed
 
 
 @pytest.mark.slow
-def test_prefect_logs_and_artifacts_never_hold_credentials(moto_server, secret_env: dict[str, str], tmp_path: Path, prefect_harness) -> None:  # noqa: ANN001
+def test_prefect_logs_and_artifacts_never_hold_credentials(
+    moto_server, secret_env: dict[str, str], tmp_path: Path, prefect_harness
+) -> None:
+    from core.settings import reset_settings_cache
     from flows.ingest_records import ingest_rollouts
     from flows.maintain import maintain_flow
-    from flywheel.settings import reset_settings_cache
 
     lake = f"s3://{moto_server.new_bucket()}/lake"
-    f = write_lines(tmp_path / "r.jsonl", [attempt(i, screen_width=100, screen_height=80) for i in range(10)] + ["[1, 2]"])
+    f = write_lines(
+        tmp_path / "r.jsonl", [attempt(i, screen_width=100, screen_height=80) for i in range(10)] + ["[1, 2]"]
+    )
     ingest_rollouts([str(f)], lake=lake, round=1)
     maintain_flow(lake, retain_hours=0)
-    os.environ["FLYWHEEL_S3_ENDPOINT_URL"] = f"http://127.0.0.1:{free_port()}"  # the endpoint dies: flows fail and log why
+    os.environ["FLYWHEEL_S3_ENDPOINT_URL"] = (
+        f"http://127.0.0.1:{free_port()}"  # the endpoint dies: flows fail and log why
+    )
     reset_settings_cache()
     for flow in (lambda: ingest_rollouts([str(f)], lake=lake, round=1), lambda: maintain_flow(lake)):
         with pytest.raises(Exception) as e:
@@ -126,14 +150,15 @@ def test_prefect_logs_and_artifacts_never_hold_credentials(moto_server, secret_e
 
 
 @pytest.mark.slow
-def test_a_round_on_s3_never_puts_credentials_in_its_artifact_runs_or_dashboard(moto_server, secret_env: dict[str, str], tmp_path: Path,
-                                                                               prefect_harness) -> None:  # noqa: ANN001
+def test_a_round_on_s3_never_puts_credentials_in_its_artifact_runs_or_dashboard(
+    moto_server, secret_env: dict[str, str], tmp_path: Path, prefect_harness
+) -> None:
     """A whole round (ingest, route, SFT, sampling, evaluation, summary artifact, dashboard) on an S3 lake, then a
     round that fails because the endpoint died: the secret is in neither the round's artifact nor anything else
     Prefect holds, nor the dashboard page."""
+    from core.settings import reset_settings_cache
     from flows.round import flywheel_round
     from flows.stages import load_round_config
-    from flywheel.settings import reset_settings_cache
     from storage import Lake
     from tests.rounds.helpers import write_config, write_landing
 

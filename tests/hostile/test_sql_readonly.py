@@ -15,7 +15,7 @@ from storage.query import run_query
 
 
 @pytest.fixture(scope="module")
-def sql_lake(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def sql_lake(tmp_path_factory: pytest.TempPathFactory):
     from storage import Lake
     from validators.synthetic import screenshot_pool, synthetic_rollouts
 

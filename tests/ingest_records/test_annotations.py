@@ -10,9 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from flywheel.records import Episode
 from ingest.annotations import ingest_annotations, read_session
 from ingest.formats.annotations import SCHEMA_PATH, write_annotation_session
+from schemas.records import Episode
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "annotations" / "session-001.json"
 
@@ -31,7 +31,7 @@ def test_example_validates_against_the_json_schema() -> None:
     jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(_doc())
 
 
-def test_session_lands_with_proposals_decisions_and_override_rate(lake) -> None:  # noqa: ANN001
+def test_session_lands_with_proposals_decisions_and_override_rate(lake) -> None:
     r = ingest_annotations(lake, [EXAMPLE.parent], round=2)
     assert (r.files, r.result.episodes_added, r.pairs_added, r.result.quarantined_added) == (1, 1, 2, 0)
     ep = lake.read("episodes").to_pylist()[0]
@@ -43,7 +43,10 @@ def test_session_lands_with_proposals_decisions_and_override_rate(lake) -> None:
     # the override ran: executed thought/action are the annotator's, both proposals are kept
     assert s1["decision"] == "overridden" and s1["accepted_index"] is None
     assert s1["action"] == "click(point='<point>260 184</point>')" and s1["thought"].startswith("The menu has Rename")
-    assert [p["action"] for p in s1["proposals"]] == ["click(point='<point>260 210</point>')", "click(point='<point>260 236</point>')"]
+    assert [p["action"] for p in s1["proposals"]] == [
+        "click(point='<point>260 210</point>')",
+        "click(point='<point>260 236</point>')",
+    ]
     assert s1["proposals"][0]["model_version"] == "ckpt-r3" and s1["proposals"][0]["score"] == -1.7
     assert ep["final_answer"] == "renamed" and ep["outcome"] == "finished"
     assert Episode.from_row(ep).content_hash() == ep["episode_id"]
@@ -52,22 +55,26 @@ def test_session_lands_with_proposals_decisions_and_override_rate(lake) -> None:
     assert (sess["n_episodes"], sess["n_actions"], sess["duration_s"], sess["status"]) == (1, 4, 9.0, "landed")
 
 
-def test_overrides_become_preference_pairs_queryable_in_the_lake(lake) -> None:  # noqa: ANN001
+def test_overrides_become_preference_pairs_queryable_in_the_lake(lake) -> None:
     ingest_annotations(lake, [EXAMPLE])
-    rows = lake.duckdb().execute(
-        "SELECT step_index, prompt, chosen, rejected, model_version FROM preference_pairs ORDER BY rejected"
-    ).fetchall()
+    rows = (
+        lake.duckdb()
+        .execute("SELECT step_index, prompt, chosen, rejected, model_version FROM preference_pairs ORDER BY rejected")
+        .fetchall()
+    )
     assert len(rows) == 2
-    for step_index, prompt, chosen, rejected, mv in rows:
+    for step_index, prompt, chosen, _rejected, mv in rows:
         assert step_index == 1 and mv == "ckpt-r3"
         assert prompt.startswith("Instruction: Rename the note") and "Rename (260,184)" in prompt  # the observation
         assert "right_single(point='<point>212 148</point>')" in prompt  # the executed history
-        assert chosen == ("Thought: The menu has Rename at the top; deleting would lose the note.\n"
-                          "Action: click(point='<point>260 184</point>')")
+        assert chosen == (
+            "Thought: The menu has Rename at the top; deleting would lose the note.\n"
+            "Action: click(point='<point>260 184</point>')"
+        )
     assert rows[0][3].startswith("Thought: Choose Duplicate") and rows[1][3].startswith("Thought: Delete the note")
 
 
-def test_reingesting_adds_nothing(lake) -> None:  # noqa: ANN001
+def test_reingesting_adds_nothing(lake) -> None:
     ingest_annotations(lake, [EXAMPLE])
     versions = {t: lake.version(t) for t in ("episodes", "sessions", "preference_pairs")}
     r = ingest_annotations(lake, [EXAMPLE])
@@ -110,7 +117,9 @@ def _bad_episode(case: str) -> dict:
         ("accepted_without_index", "missing_field"),
     ],
 )
-def test_a_bad_episode_is_quarantined_and_the_rest_of_the_session_lands(lake, tmp_path: Path, case: str, code: str) -> None:  # noqa: ANN001
+def test_a_bad_episode_is_quarantined_and_the_rest_of_the_session_lands(
+    lake, tmp_path: Path, case: str, code: str
+) -> None:
     doc = _bad_episode(case)
     doc["episodes"].append(copy.deepcopy(_doc()["episodes"][0]))  # a good second episode
     r = ingest_annotations(lake, [_write(tmp_path, doc)])
@@ -121,7 +130,7 @@ def test_a_bad_episode_is_quarantined_and_the_rest_of_the_session_lands(lake, tm
     assert sess["status"] == "landed" and sess["problems"] == [f"{code} at episodes/0"] and sess["n_episodes"] == 1
 
 
-def test_a_file_that_is_not_a_session_is_quarantined_whole(lake, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_file_that_is_not_a_session_is_quarantined_whole(lake, tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": "flywheel.annotation/1", "session_id": ')
     no_annotator = _doc()

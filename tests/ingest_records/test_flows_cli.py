@@ -27,7 +27,7 @@ def test_rollout_examples_validate_against_the_json_schema() -> None:
     assert set(schema["$defs"]["step"]["properties"]) == set(ROLLOUT.field("steps").type.value_type.names)
 
 
-def test_flows_ingest_both_sources(prefect_harness, lake, tmp_path: Path) -> None:  # noqa: ANN001
+def test_flows_ingest_both_sources(prefect_harness, lake, tmp_path: Path) -> None:
     from flows.ingest_records import ingest_annotations, ingest_rollouts
 
     bad = write_lines(tmp_path / "r.jsonl", [attempt(0), "not json", attempt(1)])

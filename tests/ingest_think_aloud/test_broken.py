@@ -91,8 +91,8 @@ def test_broken_bundles_are_quarantined_each_with_its_reason(lake, text_bundle_d
     good = text_bundle_dir
     land = tmp_path / "landing"
     land.mkdir()
-    import soundfile as sf
     import numpy as np
+    import soundfile as sf
 
     wav = io.BytesIO()
     sf.write(wav, (0.1 * np.sin(np.arange(16000 * 3) / 5)).astype("float32"), 16000, format="WAV")
@@ -106,25 +106,55 @@ def test_broken_bundles_are_quarantined_each_with_its_reason(lake, text_bundle_d
 
     case("a-not-audio", "audio_undecodable", lambda d: _copy(good, d, _with_audio(b"this is not audio at all" * 50)))
     case("b-zero-audio", "audio_empty", lambda d: _copy(good, d, _with_audio(b"")))
-    case("c-truncated-audio", "audio_truncated", lambda d: _copy(good, d, _with_audio(_flac_truncated(wav_bytes, tmp_path), "audio.flac")))
+    case(
+        "c-truncated-audio",
+        "audio_truncated",
+        lambda d: _copy(good, d, _with_audio(_flac_truncated(wav_bytes, tmp_path), "audio.flac")),
+    )
     case("d-no-manifest", "manifest_missing", lambda d: _copy(good, d, lambda p: (p / "manifest.json").unlink()))
-    case("e-manifest-json", "manifest_invalid_json", lambda d: _copy(good, d, lambda p: (p / "manifest.json").write_text("{oops")))
+    case(
+        "e-manifest-json",
+        "manifest_invalid_json",
+        lambda d: _copy(good, d, lambda p: (p / "manifest.json").write_text("{oops")),
+    )
     case("f-manifest-schema", "manifest_invalid", lambda d: _copy(good, d, lambda p: _manifest(p, instruction=None)))
     case("g-events-missing", "events_missing", lambda d: _copy(good, d, lambda p: (p / "events.jsonl").unlink()))
-    case("h-events-json", "events_invalid_json", lambda d: _copy(good, d, lambda p: (p / "events.jsonl").write_text('{"t": 1, "type": "mouse_down"\n')))
+    case(
+        "h-events-json",
+        "events_invalid_json",
+        lambda d: _copy(good, d, lambda p: (p / "events.jsonl").write_text('{"t": 1, "type": "mouse_down"\n')),
+    )
     case("i-out-of-order", "events_out_of_order", lambda d: _copy(good, d, lambda p: _events(p, _swap)))
     case("j-nan-time", "event_bad_time", lambda d: _copy(good, d, lambda p: _events(p, _nan_time)))
     case("k-off-screen", "event_off_screen", lambda d: _copy(good, d, lambda p: _events(p, _off_screen)))
     case("l-unknown-event", "event_unknown_type", lambda d: _copy(good, d, lambda p: _events(p, _unknown)))
-    case("m-moves-only", "no_actions", lambda d: _copy(good, d, lambda p: _events(p, lambda ev: [e for e in ev if e["type"] == "mouse_move"])))
-    case("n-shot-missing", "screenshot_missing", lambda d: _copy(good, d, lambda p: (p / "screenshots" / "0003.png").unlink()))
-    case("o-shot-corrupt", "screenshot_corrupt", lambda d: _copy(good, d, lambda p: (p / "screenshots" / "0002.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")))
-    case("p-no-screen", "no_screen", lambda d: _copy(good, d, lambda p: (shutil.rmtree(p / "screenshots"), _manifest(p, screenshots=[]))))
+    case(
+        "m-moves-only",
+        "no_actions",
+        lambda d: _copy(good, d, lambda p: _events(p, lambda ev: [e for e in ev if e["type"] == "mouse_move"])),
+    )
+    case(
+        "n-shot-missing",
+        "screenshot_missing",
+        lambda d: _copy(good, d, lambda p: (p / "screenshots" / "0003.png").unlink()),
+    )
+    case(
+        "o-shot-corrupt",
+        "screenshot_corrupt",
+        lambda d: _copy(good, d, lambda p: (p / "screenshots" / "0002.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")),
+    )
+    case(
+        "p-no-screen",
+        "no_screen",
+        lambda d: _copy(good, d, lambda p: (shutil.rmtree(p / "screenshots"), _manifest(p, screenshots=[]))),
+    )
 
     def no_frames(d: Path) -> Path:
         _copy(good, d, lambda p: (shutil.rmtree(p / "screenshots"), _manifest(p, screenshots=None)))
         (d / "screen.mp4").write_bytes(b"")
-        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=d=1", str(d / "screen.mp4")], check=True)
+        subprocess.run(
+            ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=d=1", str(d / "screen.mp4")], check=True
+        )
         _manifest(d, video="screen.mp4")
         return d
 
@@ -141,11 +171,27 @@ def test_broken_bundles_are_quarantined_each_with_its_reason(lake, text_bundle_d
         return d
 
     case("s-absolute.tar.gz", "archive_absolute_path", absolute)
-    case("t-too-large.zip", "archive_too_large", lambda d: _zip(d, {**ok_files, "pad.bin": np.random.default_rng(0).bytes(LIMIT)}))
-    case("u-corrupt.zip", "archive_corrupt", lambda d: d.write_bytes(_zip(tmp_path / "c.zip", ok_files).read_bytes()[:300]))
-    case("v-duplicate-id", "duplicate_session_id", lambda d: _copy(good, d, lambda p: _manifest(p, instruction="something else entirely")))
+    case(
+        "t-too-large.zip",
+        "archive_too_large",
+        lambda d: _zip(d, {**ok_files, "pad.bin": np.random.default_rng(0).bytes(LIMIT)}),
+    )
+    case(
+        "u-corrupt.zip",
+        "archive_corrupt",
+        lambda d: d.write_bytes(_zip(tmp_path / "c.zip", ok_files).read_bytes()[:300]),
+    )
+    case(
+        "v-duplicate-id",
+        "duplicate_session_id",
+        lambda d: _copy(good, d, lambda p: _manifest(p, instruction="something else entirely")),
+    )
     case("w-stray.txt", "unknown_input", lambda d: d.write_text("notes"))
-    case("x-bad-transcript", "transcript_invalid", lambda d: _copy(good, d, lambda p: (p / "transcript.jsonl").write_text('{"text": "hi"}\n')))
+    case(
+        "x-bad-transcript",
+        "transcript_invalid",
+        lambda d: _copy(good, d, lambda p: (p / "transcript.jsonl").write_text('{"text": "hi"}\n')),
+    )
     shutil.copytree(good, land / "0-good")  # sorted first: its session id is the one "v-duplicate-id" reuses
     good_zip = scripted.build(tmp_path / "good2", session_id="ta-good-2", archive="tar.gz", speech=False)
     shutil.copy(good_zip, land / "1-good2.tar.gz")
@@ -155,7 +201,9 @@ def test_broken_bundles_are_quarantined_each_with_its_reason(lake, text_bundle_d
     assert res.episodes_added == 2 and res.sessions_added == 2
     q = {Path(r["landed_uri"]).name: r for r in lake.read("quarantine").to_pylist()}
     got = {name: q[name]["error_type"] for name in expected if name in q}
-    assert got == expected, {k: (got.get(k), v, q.get(k, {}).get("error")) for k, v in expected.items() if got.get(k) != v}
+    assert got == expected, {
+        k: (got.get(k), v, q.get(k, {}).get("error")) for k, v in expected.items() if got.get(k) != v
+    }
     assert len(set(expected.values())) == len(expected) >= 15
     assert all(r["error"] and r["round"] == 3 for r in q.values())
     assert sorted(lake.read("sessions").column("session_id").to_pylist()) == ["ta-good-2", "ta-text-1"]

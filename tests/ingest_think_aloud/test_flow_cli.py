@@ -10,7 +10,9 @@ from typer.testing import CliRunner
 from flywheel.cli import app
 
 
-def test_flow_lands_sessions_and_quarantine_idempotently(prefect_harness, lake, text_bundle_dir: Path, tmp_path: Path) -> None:
+def test_flow_lands_sessions_and_quarantine_idempotently(
+    prefect_harness, lake, text_bundle_dir: Path, tmp_path: Path
+) -> None:
     from flows.ingest_think_aloud import ingest_think_aloud
 
     landing = tmp_path / "landing"
@@ -28,7 +30,9 @@ def test_flow_lands_sessions_and_quarantine_idempotently(prefect_harness, lake, 
 
 
 def test_cli_ingests_and_reports(lake, text_bundle_dir: Path, tmp_path: Path) -> None:
-    r = CliRunner().invoke(app, ["ingest", "think-aloud", str(text_bundle_dir), "--lake", str(lake.uri), "--round", "1"])
+    r = CliRunner().invoke(
+        app, ["ingest", "think-aloud", str(text_bundle_dir), "--lake", str(lake.uri), "--round", "1"]
+    )
     assert r.exit_code == 0, r.output
     assert "1 episode(s) and 1 session(s) landed" in r.output
     ep = lake.read("episodes").to_pylist()[0]

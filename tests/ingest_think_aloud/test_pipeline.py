@@ -82,7 +82,12 @@ def test_agentnet_recording_imports_as_one_episode(lake, external: Path) -> None
     # counted by watching the video (see docs/think-aloud.md): 19 clicks, 1 right click, 1 drag, 5 scrolls;
     # the recorder's own stop shortcut (ctrl alt t, 0.5 s before OBS stops) is not a user action
     assert len(kinds) == 26
-    assert (kinds.count("click"), kinds.count("right_single"), kinds.count("drag"), kinds.count("scroll")) == (19, 1, 1, 5)
+    assert (kinds.count("click"), kinds.count("right_single"), kinds.count("drag"), kinds.count("scroll")) == (
+        19,
+        1,
+        1,
+        5,
+    )
     assert "ctrl alt t" in ep["meta"]
     # screenshots come from the video: frame size, distinct frames, PNG
     assert (ep["screen_width"], ep["screen_height"]) == (1276, 718)

@@ -45,15 +45,22 @@ def test_event_reduction_rules() -> None:
         "hotkey(key='tab')",
     ]
     # screen -> screenshot pixels; two clicks far apart in time stay two clicks
-    assert _reduce(b.click_events(100, 200) + b.shift(b.click_events(100, 200), 2), (0.5, 0.5)) == [
-        "click(point='<point>50 100</point>')"
-    ] * 2
+    assert (
+        _reduce(b.click_events(100, 200) + b.shift(b.click_events(100, 200), 2), (0.5, 0.5))
+        == ["click(point='<point>50 100</point>')"] * 2
+    )
 
 
 @pytest.mark.parametrize(
     ("events", "code"),
     [
-        ([{"t": 1, "type": "mouse_down", "x": 5, "y": 5, "button": "left"}, {"t": 0.5, "type": "mouse_up", "x": 5, "y": 5, "button": "left"}], "events_out_of_order"),
+        (
+            [
+                {"t": 1, "type": "mouse_down", "x": 5, "y": 5, "button": "left"},
+                {"t": 0.5, "type": "mouse_up", "x": 5, "y": 5, "button": "left"},
+            ],
+            "events_out_of_order",
+        ),
         ([{"t": float("nan"), "type": "key_down", "key": "a"}], "event_bad_time"),
         ([{"t": 1, "type": "mouse_down", "x": 500, "y": 5, "button": "left"}], "event_off_screen"),
         ([{"t": 1, "type": "gesture"}], "event_unknown_type"),

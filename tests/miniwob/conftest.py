@@ -15,7 +15,7 @@ def _need_chromium() -> None:
 
 
 @pytest.fixture(scope="session")
-def pool() -> Iterator:  # noqa: ANN001
+def pool() -> Iterator:
     from sandbox.miniwob import BrowserPool
 
     _need_chromium()
@@ -25,14 +25,14 @@ def pool() -> Iterator:  # noqa: ANN001
 
 
 @pytest.fixture
-def env(pool):  # noqa: ANN001, ANN201
+def env(pool):
     """Slot 0 of the shared pool as a plain MiniwobEnv."""
     return pool.env(0)
 
 
-def click(e) -> str:  # noqa: ANN001 - an observe.Element
+def click(e) -> str:
     return f"click(point='<point>{e.cx} {e.cy}</point>')"
 
 
-def find(env, role: str, name: str | None = None):  # noqa: ANN001, ANN201
+def find(env, role: str, name: str | None = None):
     return next(e for e in env.elements if e.role == role and (name is None or e.name == name))

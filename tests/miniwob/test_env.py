@@ -13,7 +13,7 @@ from tests.miniwob.conftest import click, find
 LINE = re.compile(r'^(button|textbox|checkbox|radio|dropdown|option|link|tab|dialog|text) "[^"]*"( \S+)* \(\d+,\d+\)$')
 
 
-def test_observation_has_the_sandbox_shape_and_a_screenshot(env) -> None:  # noqa: ANN001
+def test_observation_has_the_sandbox_shape_and_a_screenshot(env) -> None:
     obs = env.reset(TaskSpec("click-checkboxes", 11))
     lines = obs.text.splitlines()
     assert lines[0] == 'window "click-checkboxes" 160x210'
@@ -28,7 +28,7 @@ def test_observation_has_the_sandbox_shape_and_a_screenshot(env) -> None:  # noq
     assert env.task.instruction == env.utterance and env.task.task_id == "miniwob/click-checkboxes/s11"
 
 
-def test_right_and_wrong_button_rewards(env) -> None:  # noqa: ANN001
+def test_right_and_wrong_button_rewards(env) -> None:
     env.reset(TaskSpec("click-button", 3))
     target = dict(env.fields)["target"]
     r = env.step(click(find(env, "button", target)))
@@ -41,7 +41,7 @@ def test_right_and_wrong_button_rewards(env) -> None:  # noqa: ANN001
     assert r.info["reason"] == "task_failed" and r.info["raw_reward"] == -1.0 and r.info["outcome"] == "ended"
 
 
-def test_typing_is_real_key_events_and_the_form_passes(env) -> None:  # noqa: ANN001
+def test_typing_is_real_key_events_and_the_form_passes(env) -> None:
     env.reset(TaskSpec("enter-text", 8))
     want = dict(env.fields)["target"]
     box = find(env, "textbox")
@@ -59,10 +59,15 @@ def test_typing_is_real_key_events_and_the_form_passes(env) -> None:  # noqa: AN
     assert r.done and r.reward == 1.0 and r.observation.step == 3
 
 
-def test_bad_actions_end_like_the_sandbox(env) -> None:  # noqa: ANN001
+def test_bad_actions_end_like_the_sandbox(env) -> None:
     env.reset(TaskSpec("click-link", 2))
     r = env.step("click(point=12 40)")
-    assert r.done and r.reward == -1.0 and r.info["outcome"] == "unreadable_action" and env.verify().reason == "unreadable_action"
+    assert (
+        r.done
+        and r.reward == -1.0
+        and r.info["outcome"] == "unreadable_action"
+        and env.verify().reason == "unreadable_action"
+    )
     assert env.step("wait()").info["error"]  # stepping a finished episode answers with an error
     env.reset(TaskSpec("click-link", 2))
     r = env.step("click(point='<point>500 40</point>')")
@@ -72,7 +77,7 @@ def test_bad_actions_end_like_the_sandbox(env) -> None:  # noqa: ANN001
     assert r.done and r.reward == 0.0 and env.verify().reason == "not_done" and env.answer == "done"
 
 
-def test_step_limit_and_miniwob_timer(pool) -> None:  # noqa: ANN001
+def test_step_limit_and_miniwob_timer(pool) -> None:
     from sandbox.miniwob import MiniwobEnv
 
     env = pool.env(1)

@@ -12,7 +12,7 @@ from sandbox.miniwob.export import to_episode, write_annotations, write_rollout_
 SPECS = [TaskSpec("login-user", 4), TaskSpec("click-checkboxes", 6), TaskSpec("use-autocomplete", 2)]
 
 
-def test_rollouts_land_in_the_lake_with_the_raw_reward(pool, lake, tmp_path: Path) -> None:  # noqa: ANN001
+def test_rollouts_land_in_the_lake_with_the_raw_reward(pool, lake, tmp_path: Path) -> None:
     from ingest.rollouts import ingest_rollout_file
 
     attempts = pool.run(SPECS, lambda: Novice(p_mistake=0.5), attempts=2, progress=False)
@@ -25,10 +25,14 @@ def test_rollouts_land_in_the_lake_with_the_raw_reward(pool, lake, tmp_path: Pat
         assert r["app"] == "miniwob" and r["env_passed"] == a.passed and r["instruction"] == a.task.instruction
         assert [s["action"] for s in r["steps"]] == [s.action for s in a.steps]
     ep = to_episode(attempts[0], "rollout", "s1")
-    assert ep.app == "miniwob" and ep.meta["raw_reward"] == attempts[0].meta["raw_reward"] and ep.task_family == "login-user"
+    assert (
+        ep.app == "miniwob"
+        and ep.meta["raw_reward"] == attempts[0].meta["raw_reward"]
+        and ep.task_family == "login-user"
+    )
 
 
-def test_think_aloud_bundle_reduces_back_to_the_actions(pool, tmp_path: Path) -> None:  # noqa: ANN001
+def test_think_aloud_bundle_reduces_back_to_the_actions(pool, tmp_path: Path) -> None:
     from ingest.events import reduce_events
     from ingest.formats.bundle import BundleManifest
     from sandbox.export import action_events
@@ -40,13 +44,17 @@ def test_think_aloud_bundle_reduces_back_to_the_actions(pool, tmp_path: Path) ->
     assert m.task_id == "miniwob/login-user/s4" and (m.screen_width, m.screen_height) == (160, 210)
     assert len(m.screenshots) == len(a.steps)
     events = [json.loads(ln) for ln in (b / "events.jsonl").read_text().splitlines()]
-    assert [x.action for x in reduce_events(events)] == [parse_action(s.action) for s in a.steps if action_events(s.action)]
+    assert [x.action for x in reduce_events(events)] == [
+        parse_action(s.action) for s in a.steps if action_events(s.action)
+    ]
 
 
-def test_annotation_session_keeps_proposals_and_overrides(pool, tmp_path: Path) -> None:  # noqa: ANN001
+def test_annotation_session_keeps_proposals_and_overrides(pool, tmp_path: Path) -> None:
     from ingest.annotations import read_session
 
-    attempts = pool.run([TaskSpec("click-button", s) for s in range(30, 36)], lambda: Interactive(p_mistake=0.6), progress=False)
+    attempts = pool.run(
+        [TaskSpec("click-button", s) for s in range(30, 36)], lambda: Interactive(p_mistake=0.6), progress=False
+    )
     assert all(a.passed for a in attempts)  # the annotator's trajectory is the expert's
     decisions = [s.decision for a in attempts for s in a.steps]
     assert "overridden" in decisions and "accepted" in decisions

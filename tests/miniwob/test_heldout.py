@@ -16,7 +16,7 @@ def test_every_task_has_heldout_seeds_and_training_never_draws_them() -> None:
     assert len({s.task_id for s in train}) == 3000
 
 
-def test_stored_utterances_still_hold(pool) -> None:  # noqa: ANN001
+def test_stored_utterances_still_hold(pool) -> None:
     env = pool.env(1)
     for spec in heldout_specs(per_task=2):
         env.reset(spec)

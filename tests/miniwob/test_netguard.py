@@ -14,7 +14,7 @@ from sandbox.miniwob import TaskSpec
 from sandbox.miniwob.netguard import outside_connections
 
 
-def test_a_page_request_to_the_outside_is_caught_and_refused(pool) -> None:  # noqa: ANN001
+def test_a_page_request_to_the_outside_is_caught_and_refused(pool) -> None:
     env = pool.env(0)
     env.reset(TaskSpec("click-button", 1))
     before = len(pool.guard.attempts)
@@ -59,10 +59,12 @@ def test_outside_connections_sees_a_non_loopback_socket() -> None:
         srv.close()
 
 
-def test_every_pool_browser_runs_behind_the_lock(pool) -> None:  # noqa: ANN001
+def test_every_pool_browser_runs_behind_the_lock(pool) -> None:
     for i in range(pool.size):
         e = pool.env(i)
         e.reset(TaskSpec("click-link", 2))
         cmd = psutil.Process(e.browser.chrome_pid).cmdline()
         assert f"--proxy-server=http://127.0.0.1:{pool.guard.port}" in cmd and "--proxy-bypass-list=<-loopback>" in cmd
-        assert "--disable-background-networking" in cmd and any(c.startswith("--host-resolver-rules=MAP * ~NOTFOUND") for c in cmd)
+        assert "--disable-background-networking" in cmd and any(
+            c.startswith("--host-resolver-rules=MAP * ~NOTFOUND") for c in cmd
+        )

@@ -12,10 +12,19 @@ import pytest
 from sandbox.demonstrators import Decision
 from sandbox.miniwob import BrowserPool, Expert, PolicyStep, TaskSpec, training_specs
 
-EIGHT = ["click-button", "click-link", "enter-text", "click-checkboxes", "click-dialog", "login-user", "use-autocomplete", "click-tab"]
+EIGHT = [
+    "click-button",
+    "click-link",
+    "enter-text",
+    "click-checkboxes",
+    "click-dialog",
+    "login-user",
+    "use-autocomplete",
+    "click-tab",
+]
 
 
-def test_expert_passes_eight_tasks_in_the_pool_without_leaving_127_0_0_1(pool) -> None:  # noqa: ANN001
+def test_expert_passes_eight_tasks_in_the_pool_without_leaving_127_0_0_1(pool) -> None:
     specs = training_specs(16, seed=3, names=EIGHT)
     before = len(pool.net_attempts)
     attempts = pool.run(specs, Expert, attempts=1, progress=False)
@@ -34,7 +43,7 @@ class KillsItsBrowser(Expert):
 
     victim = "login-user"
 
-    def act(self, env) -> Decision:  # noqa: ANN001
+    def act(self, env) -> Decision:
         if self.task.family == self.victim and self.attempt == 0 and env.n_steps == 1:
             os.kill(env.browser.chrome_pid, signal.SIGKILL)
             psutil.Process(env.browser.driver_pid)  # chromedriver is still there; Chromium is gone
@@ -42,7 +51,12 @@ class KillsItsBrowser(Expert):
 
 
 def test_a_browser_killed_mid_episode_is_a_recorded_failed_attempt_and_the_pool_recovers() -> None:
-    specs = [TaskSpec("click-button", 1), TaskSpec("login-user", 5), TaskSpec("enter-text", 2), TaskSpec("click-tab", 3)]
+    specs = [
+        TaskSpec("click-button", 1),
+        TaskSpec("login-user", 5),
+        TaskSpec("enter-text", 2),
+        TaskSpec("click-tab", 3),
+    ]
     with BrowserPool(size=2) as p:
         attempts = p.run(specs, KillsItsBrowser, attempts=2, progress=False)
         pids = p.pids()
@@ -51,10 +65,14 @@ def test_a_browser_killed_mid_episode_is_a_recorded_failed_attempt_and_the_pool_
     crashed = [a for a in attempts if not a.passed]
     assert [(a.task.task_id, a.attempt) for a in crashed] == [("miniwob/login-user/s5", 0)]
     c = crashed[0]
-    assert c.outcome == "env_error" and c.verdict.reason == "env_error" and "browser died" in c.verdict.details["message"]
+    assert (
+        c.outcome == "env_error" and c.verdict.reason == "env_error" and "browser died" in c.verdict.details["message"]
+    )
     assert len(c.steps) == 2 and c.steps[-1].effect.startswith("browser died")  # the steps before the crash are kept
     assert all(a.passed for a in attempts if a is not c)  # including the next attempts in the restarted browser
-    assert not [q for q in pids if psutil.pid_exists(q) and psutil.Process(q).status() != psutil.STATUS_ZOMBIE]  # closed
+    assert not [
+        q for q in pids if psutil.pid_exists(q) and psutil.Process(q).status() != psutil.STATUS_ZOMBIE
+    ]  # closed
 
 
 def _text_policy(step: PolicyStep) -> tuple[str, str, dict]:
@@ -62,10 +80,14 @@ def _text_policy(step: PolicyStep) -> tuple[str, str, dict]:
     target = re.search(r'"([^"]+)"', step.task.instruction).group(1)
     m = re.search(rf'^button "{re.escape(target)}" \((\d+),(\d+)\)$', step.observation, re.M)
     x, y = (m.group(1), m.group(2)) if m else ("5", "5")
-    return f"The '{target}' button is at {x},{y}.", f"click(point='<point>{x} {y}</point>')", {"seen": len(step.history)}
+    return (
+        f"The '{target}' button is at {x},{y}.",
+        f"click(point='<point>{x} {y}</point>')",
+        {"seen": len(step.history)},
+    )
 
 
-def test_lockstep_batched_policy_reads_text_and_keeps_extras(pool) -> None:  # noqa: ANN001
+def test_lockstep_batched_policy_reads_text_and_keeps_extras(pool) -> None:
     calls: list[int] = []
 
     def decide(batch: list[PolicyStep]) -> list[tuple]:
@@ -78,11 +100,13 @@ def test_lockstep_batched_policy_reads_text_and_keeps_extras(pool) -> None:  # n
     assert [(a.task.seed, a.attempt) for a in attempts] == [(s.seed, k) for s in specs for k in range(2)]
     assert max(calls) == pool.size and sum(calls) == 12  # one call per tick, every browser busy
     assert all(a.meta["step_extras"] == [{"seen": 0}] and a.policy == "text-policy" for a in attempts)
-    bad = pool.run_policy([TaskSpec("click-button", 7)], lambda s: (_ for _ in ()).throw(RuntimeError("boom")), progress=False)
+    bad = pool.run_policy(
+        [TaskSpec("click-button", 7)], lambda s: (_ for _ in ()).throw(RuntimeError("boom")), progress=False
+    )
     assert bad[0].verdict.reason == "policy_error" and "boom" in bad[0].verdict.details["message"]
 
 
-def test_training_environment_protocol_over_pool_slots(pool) -> None:  # noqa: ANN001
+def test_training_environment_protocol_over_pool_slots(pool) -> None:
     make = pool.env_factory(TaskSpec("click-button", 9))
     envs = [make() for _ in range(pool.size)]
     texts = [e.reset() for e in envs]

@@ -27,7 +27,7 @@ def backend() -> Iterator:
     b.close()
 
 
-def _kill_chromium(env) -> None:  # noqa: ANN001 - a MiniwobEnv whose browser has started
+def _kill_chromium(env) -> None:
     """SIGKILL the Chromium (chromedriver stays: it answers with errors), as test_pool.py does."""
     os.kill(env.browser.chrome_pid, signal.SIGKILL)
 
@@ -45,7 +45,7 @@ def _target_click(instruction: str, text: str) -> str:
     return f"click(point='<point>{x} {y}</point>')"
 
 
-def test_the_environment_protocol_in_a_pool_browser_and_a_crash_mid_episode_is_a_failed_attempt(backend) -> None:  # noqa: ANN001
+def test_the_environment_protocol_in_a_pool_browser_and_a_crash_mid_episode_is_a_failed_attempt(backend) -> None:
     infos = backend.training_tasks(2, seed=5)
     assert [i.app for i in infos] == ["miniwob"] * 2 and infos[0].max_concurrent == backend.pool.size == 2
     crashes0, restarts0 = backend.pool.crashes, backend.pool.restarts
@@ -69,7 +69,7 @@ def test_the_environment_protocol_in_a_pool_browser_and_a_crash_mid_episode_is_a
     assert backend.pool.restarts == restarts0 + 1 and sorted(backend._free) == [0, 1]
 
 
-def test_rejection_sampling_in_the_browser_pool_keeps_every_attempt(backend, lake, tmp_path) -> None:  # noqa: ANN001
+def test_rejection_sampling_in_the_browser_pool_keeps_every_attempt(backend, lake, tmp_path) -> None:
     """A learned (here untrained) policy's attempts run at most pool.size at a time, and all land, with screenshots,
     including the one whose browser was dead before it started."""
     from training.config import ModelConfig, SamplingConfig
@@ -85,18 +85,22 @@ def test_rejection_sampling_in_the_browser_pool_keeps_every_attempt(backend, lak
                                                    num_attention_heads=2, max_number=320))  # fmt: skip
     policy.version = "tiny"
     _kill_chromium(backend.pool.env(1))  # slot 1's browser dies between episodes
-    res = rejection_sample(lake, 1, policy, infos, tmp_path, SamplingConfig(attempts=2, max_new_tokens=12), render=backend.render_steps)
+    res = rejection_sample(
+        lake, 1, policy, infos, tmp_path, SamplingConfig(attempts=2, max_new_tokens=12), render=backend.render_steps
+    )
     assert res.attempts == 6 and res.episodes_added == 6 and sorted(backend._free) == [0, 1]
     eps = lake.read("episodes").to_pylist()
     assert {e["app"] for e in eps} == {"miniwob"} and {e["env_passed"] for e in eps} == {False}
     assert all(s["screenshot_uri"] for e in eps for s in e["steps"])
     first = [e["steps"][0]["observation"] for e in eps]
     assert sum("the browser died" in o for o in first) == 1  # recorded as a failed attempt, not lost
-    assert sum(o.startswith('window "click-button" 160x210\n') for o in first) == 5  # the others: the restarted browser too
+    assert (
+        sum(o.startswith('window "click-button" 160x210\n') for o in first) == 5
+    )  # the others: the restarted browser too
 
 
 @pytest.mark.slow
-def test_flywheel_demo_on_miniwob_runs_every_stage(tmp_path, prefect_harness) -> None:  # noqa: ANN001
+def test_flywheel_demo_on_miniwob_runs_every_stage(tmp_path, prefect_harness) -> None:
     from typer.testing import CliRunner
 
     from flywheel.cli import app
@@ -105,28 +109,45 @@ def test_flywheel_demo_on_miniwob_runs_every_stage(tmp_path, prefect_harness) ->
     _need_chromium()
     lake_dir = tmp_path / "lake"
     before = {p.pid for p in psutil.Process().children(recursive=True)}  # other tests' pool may be running
-    r = CliRunner().invoke(app, ["demo", "--env", "miniwob", "--tasks", ",".join(TASKS), "--quick", "--rounds", "1", "--lake", str(lake_dir)])
+    r = CliRunner().invoke(
+        app,
+        ["demo", "--env", "miniwob", "--tasks", ",".join(TASKS), "--quick", "--rounds", "1", "--lake", str(lake_dir)],
+    )
     assert r.exit_code == 0, r.output
     assert "held-out success per task" in r.output and all(t in r.output for t in TASKS)
     lake = Lake.open(lake_dir)
     rows = sorted(lake.read("rounds").to_pylist(), key=lambda x: x["round"])
     assert [x["round"] for x in rows] == [0, 1]
     for x in rows:
-        assert set(json.loads(x["stage_status"])) >= ({"ingest"} if x["round"] == 0 else {"sample"}) | {"route", "train", "eval"}
+        assert set(json.loads(x["stage_status"])) >= ({"ingest"} if x["round"] == 0 else {"sample"}) | {
+            "route",
+            "train",
+            "eval",
+        }
         bd = json.loads(x["breakdown"])
         assert set(bd["eval"]["by_family"]) == set(TASKS) and x["eval_n"] == 2 * len(TASKS)
         assert bd["env"]["name"] == "miniwob" and bd["env"]["net_attempts"] == 0  # nothing left 127.0.0.1
-    assert {k: v["rate"] for k, v in json.loads(rows[0]["breakdown"])["demonstrator_eval"].items()} == dict.fromkeys(TASKS, 1.0)
+    assert {k: v["rate"] for k, v in json.loads(rows[0]["breakdown"])["demonstrator_eval"].items()} == dict.fromkeys(
+        TASKS, 1.0
+    )
     runs = {(t["round"], t["stage"]) for t in lake.read("training_runs").to_pylist()}
     assert runs >= {(0, "sft"), (1, "sft"), (1, "rl")}
     eps = lake.read("episodes").to_pylist()
     assert {e["source"] for e in eps if e["round"] == 0} == {"rollout", "interactive", "think_aloud"}
-    assert {e["app"] for e in eps} == {"miniwob"} and {e["task_family"] for e in eps if e["source"] != "think_aloud"} == set(TASKS)
+    assert {e["app"] for e in eps} == {"miniwob"} and {
+        e["task_family"] for e in eps if e["source"] != "think_aloud"
+    } == set(TASKS)
     sampled = [e for e in eps if e["round"] == 1 and e["source"] == "rollout"]
     assert len(sampled) == 14 and all(s["screenshot_uri"] and s["token_logprobs"] for e in sampled for s in e["steps"])
-    annotated = [e for e in eps if e["round"] == 1 and e["source"] == "interactive"]  # the model proposed, the expert decided
-    assert len(annotated) == 4 and all(s["decision"] in ("accepted", "overridden") and s["proposals"] for e in annotated for s in e["steps"])
+    annotated = [
+        e for e in eps if e["round"] == 1 and e["source"] == "interactive"
+    ]  # the model proposed, the expert decided
+    assert len(annotated) == 4 and all(
+        s["decision"] in ("accepted", "overridden") and s["proposals"] for e in annotated for s in e["steps"]
+    )
     split = json.loads(rows[1]["breakdown"])["annotation"]["by_family"]  # effort split by round 0's per-task failures
     assert sum(split.values()) == 4 and Counter(e["task_family"] for e in annotated) == split
     assert any(e["outcome"] != "unreadable_action" for e in sampled)  # the learned policy acted in the browser
-    assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before and _live_chromium(p)]  # all closed
+    assert not [
+        p for p in psutil.Process().children(recursive=True) if p.pid not in before and _live_chromium(p)
+    ]  # all closed

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flywheel.records import Episode, Proposal, Step, episodes_to_table
+from schemas.records import Episode, Proposal, Step, episodes_to_table
 from schemas.tables import CT, SFT
 from storage.lake import Lake, content_id
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 SOURCES = ("think_aloud", "interactive", "rollout")
 VALIDATORS = (("structural", "1"), ("outcome", "2"))
 ANNOTATORS = ("anon-a", "anon-b")
@@ -50,7 +50,9 @@ def make_episode(lake: Lake, round: int, source: str, i: int) -> Episode:
                 screenshot_sha256=hashlib.sha256(data).hexdigest(),
                 t_start=float(k),
                 t_end=k + 0.5,
-                proposals=(Proposal("the model thinks", "click(point='<point>30 30</point>')", "policy-r0", 0.4),) if interactive else None,
+                proposals=(Proposal("the model thinks", "click(point='<point>30 30</point>')", "policy-r0", 0.4),)
+                if interactive
+                else None,
                 decision=("overridden" if overridden else "accepted") if interactive else None,
                 decided_by=annot if interactive else None,
             )
@@ -80,7 +82,9 @@ def passes(i: int) -> bool:
     return i % 3 != 2
 
 
-def populate(lake: Lake, rounds: tuple[int, ...] = (1, 2, 3), per_source: int = 6, audits: bool = True) -> dict[str, Any]:
+def populate(
+    lake: Lake, rounds: tuple[int, ...] = (1, 2, 3), per_source: int = 6, audits: bool = True
+) -> dict[str, Any]:
     """Fill every table; return the expected numbers the tests check against."""
     eps: list[Episode] = []
     for r in rounds:
@@ -147,7 +151,10 @@ def populate(lake: Lake, rounds: tuple[int, ...] = (1, 2, 3), per_source: int = 
         ],
     )  # fmt: skip
     n_by_round = {r: (sum(1 for e in eps if e.round == r)) for r in rounds}
-    n_pass = {r: sum(1 for e in eps if e.round == r and passes(int(e.instruction.split(" report ")[1].split(" ")[0]))) for r in rounds}
+    n_pass = {
+        r: sum(1 for e in eps if e.round == r and passes(int(e.instruction.split(" report ")[1].split(" ")[0])))
+        for r in rounds
+    }
     lake.upsert(
         "rounds",
         [
@@ -159,7 +166,10 @@ def populate(lake: Lake, rounds: tuple[int, ...] = (1, 2, 3), per_source: int = 
     )  # fmt: skip
     lake.append(
         "training_runs",
-        [{"run_id": f"run-{r}", "round": r, "stage": "sft", "pile_version": 1, "samples": 10, "started_at": T0} for r in rounds],
+        [
+            {"run_id": f"run-{r}", "round": r, "stage": "sft", "pile_version": 1, "samples": 10, "started_at": T0}
+            for r in rounds
+        ],
     )
     lake.append("dq_results", [{"result_id": f"dq-{r}", "round": r, "batch_id": f"b{r}", "suite": "episodes", "success": True,
                                 "validated_at": T0} for r in rounds])  # fmt: skip

@@ -139,7 +139,7 @@ def test_report_intervals_and_flags() -> None:
 
 # ------------------------------------------------------------------------------------- acceptance: statistics
 @pytest.fixture(scope="module")
-def simulated(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def simulated(tmp_path_factory: pytest.TempPathFactory):
     """Two routed rounds of synthetic rollouts with known truth; a lenient verifier lets true failures into SFT."""
     from storage import Lake
     from validators.registry import parse_policy
@@ -149,9 +149,14 @@ def simulated(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     lake = Lake.open(tmp_path_factory.mktemp("sim") / "lake", create=True)
     pool = screenshot_pool(lake)
     # the environment's (lenient) verdict decides, behind the structural checks: the audit must find its errors
-    policy = parse_policy({"sources": {"rollout": ["schema", "action_grammar", "on_screen", "env_verdict"], "default": ["schema"]}})
+    policy = parse_policy(
+        {"sources": {"rollout": ["schema", "action_grammar", "on_screen", "env_verdict"], "default": ["schema"]}}
+    )
     for r, leniency in ((1, 0.35), (2, 0.1)):
-        lake.append("episodes", synthetic_rollouts(1200, r, screenshots=pool, steps=3, seed=r, true_pass_share=0.6, leniency=leniency))
+        lake.append(
+            "episodes",
+            synthetic_rollouts(1200, r, screenshots=pool, steps=3, seed=r, true_pass_share=0.6, leniency=leniency),
+        )
         route_round(lake, r, policy=policy)
     from storage.piles import read_pile
 
@@ -195,14 +200,36 @@ def test_audit_cli_end_to_end_on_simulated_round(simulated, tmp_path: Path, monk
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     out = tmp_path / "audit"
-    r = runner.invoke(app, ["audit", "sample", "--round", "1", "--n", "40", "--seed", "11", "--stratify", "task_family", "--out", str(out), "--lake", str(lake.uri)])
+    r = runner.invoke(
+        app,
+        [
+            "audit",
+            "sample",
+            "--round",
+            "1",
+            "--n",
+            "40",
+            "--seed",
+            "11",
+            "--stratify",
+            "task_family",
+            "--out",
+            str(out),
+            "--lake",
+            str(lake.uri),
+        ],
+    )
     assert r.exit_code == 0, r.output
     t = dict(zip(truth["episode_id"].to_list(), truth["truth"].to_list()))
     rows = list(csv.DictReader((out / "verdicts.csv").open()))
-    _fill(out / "verdicts.csv", {x["episode_id"]: "good" if t[x["episode_id"]] else "bad" for x in rows}, auditor="oracle")
+    _fill(
+        out / "verdicts.csv", {x["episode_id"]: "good" if t[x["episode_id"]] else "bad" for x in rows}, auditor="oracle"
+    )
     r = runner.invoke(app, ["audit", "record", str(out / "verdicts.csv"), "--lake", str(lake.uri)])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["audit", "report", "--round", "1", "--format", "json", "--lake", str(lake.uri), "--by", "source"])
+    r = runner.invoke(
+        app, ["audit", "report", "--round", "1", "--format", "json", "--lake", str(lake.uri), "--by", "source"]
+    )
     assert r.exit_code == 0, r.output
     rep = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     top = next(x for x in rep if x["level"] == "round")

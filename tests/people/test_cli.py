@@ -57,13 +57,13 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "needle"), BAD, ids=[" ".join(a[:3]) for a, _ in BAD])
-def test_bad_arguments_give_one_error_line(args, needle, lake, tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
+def test_bad_arguments_give_one_error_line(args, needle, lake, tmp_path, capsys, monkeypatch) -> None:
     from tests.people.helpers import populate
 
     populate(lake, rounds=(1,), per_source=3, audits=False)
     (tmp_path / "b.zip").write_bytes(b"")
     monkeypatch.setenv("FLYWHEEL_LAKE", str(lake.uri))
-    from flywheel.settings import reset_settings_cache
+    from core.settings import reset_settings_cache
 
     reset_settings_cache()
     args = [a.format(tmp=tmp_path, bundle=tmp_path / "b.zip") for a in args]
@@ -121,15 +121,19 @@ def test_commands_write_nothing_outside_their_paths(tmp_path: Path) -> None:
     # route the landed episodes so the audit and exports have piles (routing is not a people command)
     script = SESSION.replace(
         'run("sessions"',
-        'from storage import Lake\n'
-        'from validators.registry import parse_policy\n'
-        'from validators.routing import route_round\n'
+        "from storage import Lake\n"
+        "from validators.registry import parse_policy\n"
+        "from validators.routing import route_round\n"
         'route_round(Lake.open(out + "/lake"), 0, policy=parse_policy({"sources": {"default": ["schema"]}}), run_dq=False)\n'
         'run("sessions"',
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLYWHEEL_", "XDG_", "HF_HOME", "PREFECT_HOME"))}
-    env.update(HOME=str(home), TMPDIR=str(tmp), COLUMNS="200", HF_HUB_OFFLINE="1", FLYWHEEL_CONFIG=str(tmp_path / "none.toml"))
-    r = subprocess.run([sys.executable, "-c", script, str(out)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        HOME=str(home), TMPDIR=str(tmp), COLUMNS="200", HF_HUB_OFFLINE="1", FLYWHEEL_CONFIG=str(tmp_path / "none.toml")
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script, str(out)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0 and "SESSION OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     assert list(cwd.iterdir()) == []
     assert list(home.rglob("*")) == [], list(home.rglob("*"))

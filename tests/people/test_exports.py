@@ -11,14 +11,14 @@ from flywheel.people.exports import KINDS, export, read_lineage
 from tests.people.helpers import populate
 
 
-def _load(path: Path, cache: Path):  # noqa: ANN202
+def _load(path: Path, cache: Path):
     from datasets import load_dataset
 
     return load_dataset("parquet", data_files=str(path), split="train", cache_dir=str(cache))
 
 
 @pytest.fixture
-def pile(lake):  # noqa: ANN201
+def pile(lake):
     return lake, populate(lake, rounds=(1, 2), per_source=3)
 
 
@@ -48,7 +48,9 @@ def test_sft_verl_has_the_verl_columns(pile, tmp_path: Path) -> None:
     ds = _load(res.data_file, tmp_path / "cache")
     assert set(ds.column_names) == {"data_source", "prompt", "images", "ability", "reward_model", "extra_info"}
     ex = ds[0]
-    assert [m["role"] for m in ex["prompt"]] == ["system", "user"] and ex["prompt"][1]["content"].startswith("<image>Instruction:")
+    assert [m["role"] for m in ex["prompt"]] == ["system", "user"] and ex["prompt"][1]["content"].startswith(
+        "<image>Instruction:"
+    )
     assert ex["reward_model"]["style"] == "rule"
     truth = json.loads(ex["reward_model"]["ground_truth"])
     assert truth["actions"][-1] == "finished(content='done')"

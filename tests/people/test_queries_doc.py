@@ -22,13 +22,21 @@ def blocks(lang: str) -> list[str]:
 
 def test_the_doc_has_the_promised_examples() -> None:
     text = " ".join(blocks("sql"))
-    for needle in ("pass_rates", "verdict_reasons", "override_rates", "pile_growth", "steps", "session_status", "audited"):
+    for needle in (
+        "pass_rates",
+        "verdict_reasons",
+        "override_rates",
+        "pile_growth",
+        "steps",
+        "session_status",
+        "audited",
+    ):
         assert needle in text
     assert len(blocks("sql")) >= 10 and len(blocks("python")) == 1
 
 
 @pytest.fixture(scope="module")
-def populated(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def populated(tmp_path_factory: pytest.TempPathFactory):
     from storage import Lake
 
     lake = Lake.open(tmp_path_factory.mktemp("doc") / "lake", create=True)
@@ -48,7 +56,9 @@ def test_pass_rate_example_gives_the_known_rates(populated) -> None:
     first = next(b for b in blocks("sql") if "FROM pass_rates" in b)
     rows = run_query(lake, first).to_pylist()
     all_rows = {r["round"]: r for r in rows if r["source"] == "all"}
-    assert {r: (v["n_routed"], v["n_pass"]) for r, v in all_rows.items()} == {r: (exp["n_routed"][r], exp["n_pass"][r]) for r in exp["n_pass"]}
+    assert {r: (v["n_routed"], v["n_pass"]) for r, v in all_rows.items()} == {
+        r: (exp["n_routed"][r], exp["n_pass"][r]) for r in exp["n_pass"]
+    }
     # the raw-pile version of the same query agrees with the view
     raw = run_query(lake, next(b for b in blocks("sql") if "FALSE FROM ct" in b)).to_pylist()
     assert sorted((r["round"], r["source"], r["n_pass"]) for r in raw) == sorted(
@@ -59,7 +69,7 @@ def test_pass_rate_example_gives_the_known_rates(populated) -> None:
 def test_polars_block_runs(any_lake) -> None:
     exp = populate(any_lake, rounds=(1, 2), per_source=3)
     ns: dict = {"lake": any_lake}
-    exec(compile(blocks("python")[0], str(DOC), "exec"), ns)  # noqa: S102 - the documented example itself
+    exec(compile(blocks("python")[0], str(DOC), "exec"), ns)
     rates, steps = ns["rates"], ns["steps"]
     assert rates.height == 6  # 2 rounds x 3 sources
     assert rates["n"].sum() == exp["n_sft"] + exp["n_ct"]
@@ -73,4 +83,4 @@ def test_column_reference_is_current() -> None:
         ref = column_reference(Lake.open(Path(tmp) / "lake", create=True).duckdb())
     text = DOC.read_text()
     current = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    assert current == ref.strip(), "regenerate with: python -m storage.analyst_views docs/queries.md"
+    assert current == ref.strip(), "regenerate with: python -m storage.column_doc docs/queries.md"

@@ -14,7 +14,14 @@ from typer.testing import CliRunner
 
 from flywheel.cli import app
 from flywheel.people.upload import Landing, Limits, check_bundle
-from ingest.formats.bundle import BundleManifest, ScriptedStep, build_think_aloud_bundle, click_events, type_events, write_bundle
+from ingest.formats.bundle import (
+    BundleManifest,
+    ScriptedStep,
+    build_think_aloud_bundle,
+    click_events,
+    type_events,
+    write_bundle,
+)
 
 
 def _png(color: str) -> bytes:
@@ -25,9 +32,25 @@ def _png(color: str) -> bytes:
     return b.getvalue()
 
 
-def _bundle(out: Path, sid: str, archive: str | None = None, instruction: str = "Open settings and type hi", annotator: str = "ann@example.com") -> Path:
-    m = BundleManifest(session_id=sid, instruction=instruction, screen_width=160, screen_height=120, annotator_id=annotator, group="novice")
-    steps = [ScriptedStep("I open the settings", click_events(20, 30), _png("red")), ScriptedStep("then I type hi", type_events("hi"), _png("blue"))]
+def _bundle(
+    out: Path,
+    sid: str,
+    archive: str | None = None,
+    instruction: str = "Open settings and type hi",
+    annotator: str = "ann@example.com",
+) -> Path:
+    m = BundleManifest(
+        session_id=sid,
+        instruction=instruction,
+        screen_width=160,
+        screen_height=120,
+        annotator_id=annotator,
+        group="novice",
+    )
+    steps = [
+        ScriptedStep("I open the settings", click_events(20, 30), _png("red")),
+        ScriptedStep("then I type hi", type_events("hi"), _png("blue")),
+    ]
     return build_think_aloud_bundle(out, m, steps, speech=False, archive=archive)
 
 
@@ -41,7 +64,7 @@ def _wav(seconds: float = 1.0) -> bytes:
     return b.getvalue()
 
 
-def _codes(p: Path, **kw) -> list[str]:  # noqa: ANN003
+def _codes(p: Path, **kw) -> list[str]:
     return [x.code for x in check_bundle(p, **kw).problems]
 
 
@@ -95,20 +118,26 @@ def test_bad_bundles_are_refused_with_the_reason(tmp_path: Path) -> None:
         t.addfile(ln)
     assert _codes(tl) == ["link_in_bundle"]
     man = json.loads(files["manifest.json"])
-    assert _codes(folder("schema", {"manifest.json": json.dumps({**man, "instruction": ""}).encode()})) == ["manifest_invalid"]
+    assert _codes(folder("schema", {"manifest.json": json.dumps({**man, "instruction": ""}).encode()})) == [
+        "manifest_invalid"
+    ]
     assert _codes(folder("events", {"events.jsonl": files["events.jsonl"] + b"{not json\n"})) == ["events_invalid_json"]
     assert _codes(folder("shot", {"screenshots/0001.png": b"\x89PNG broken"})) == ["screenshot_corrupt"]
     man_audio = {**man, "audio": "audio.wav"}
-    assert _codes(folder("audio", {"manifest.json": json.dumps(man_audio).encode(), "audio.wav": b"RIFF....garbage"})) == ["audio_undecodable"]
-    assert _codes(folder("missing", {"manifest.json": json.dumps({**man, "audio": "nope.wav"}).encode()})) == ["audio_missing"]
+    assert _codes(
+        folder("audio", {"manifest.json": json.dumps(man_audio).encode(), "audio.wav": b"RIFF....garbage"})
+    ) == ["audio_undecodable"]
+    assert _codes(folder("missing", {"manifest.json": json.dumps({**man, "audio": "nope.wav"}).encode()})) == [
+        "audio_missing"
+    ]
     assert _codes(good, limits=Limits(max_bundle_bytes=1000)) == ["too_large"]
     (tmp_path / "notes.txt").write_text("hi")
     assert _codes(tmp_path / "notes.txt") == ["not_a_bundle"]
 
 
-def _invoke(args: list[str]):  # noqa: ANN202
+def _invoke(args: list[str]):
     """Run the CLI with a wide console: rich reads COLUMNS once, when the shared console is created."""
-    from flywheel.console import console, err_console
+    from core.console import console, err_console
 
     widths = console.width, err_console.width
     console.width = err_console.width = 250
@@ -125,12 +154,29 @@ def test_upload_local_then_ingest_then_sessions(lake, tmp_path: Path, monkeypatc
     landing = tmp_path / "landing"
     b1 = _bundle(tmp_path / "b1", "s1", "zip")
     b2 = _bundle(tmp_path / "b2", "s2")
-    clash = _bundle(tmp_path / "b3", "s1", "tar.gz", instruction="another task entirely", annotator="bob@example.com")  # same id, new content
+    clash = _bundle(
+        tmp_path / "b3", "s1", "tar.gz", instruction="another task entirely", annotator="bob@example.com"
+    )  # same id, new content
     later = _bundle(tmp_path / "b4", "s4", "zip")
     evil = tmp_path / "evil.zip"
     with zipfile.ZipFile(evil, "w") as z:
         z.writestr("../x", "x")
-    r = _invoke(["upload", str(b1), str(b2), str(clash), str(evil), "--landing", str(landing), "--lake", str(lake.uri), "--ingest", "--round", "2"])
+    r = _invoke(
+        [
+            "upload",
+            str(b1),
+            str(b2),
+            str(clash),
+            str(evil),
+            "--landing",
+            str(landing),
+            "--lake",
+            str(lake.uri),
+            "--ingest",
+            "--round",
+            "2",
+        ]
+    )
     assert r.exit_code == 1
     assert "1 of 4 bundle(s) not uploaded: evil.zip: path_traversal" in r.output
     landed = sorted(p.name for p in landing.iterdir())
@@ -150,7 +196,12 @@ def test_upload_local_then_ingest_then_sessions(lake, tmp_path: Path, monkeypatc
     assert r.exit_code == 0, r.output
     got = {x["session_id"]: x for x in map(json.loads, r.stdout.splitlines()) if x}
     clash_name = next(n for n in landed if n.endswith(".tar.gz"))[: -len(".tar.gz")]  # s1-<sha12>: ingestion refused it
-    assert {k: v["status"] for k, v in got.items()} == {"s1": "landed", "s2": "landed", "s4": "uploaded", clash_name: "quarantined"}
+    assert {k: v["status"] for k, v in got.items()} == {
+        "s1": "landed",
+        "s2": "landed",
+        "s4": "uploaded",
+        clash_name: "quarantined",
+    }
     quarantined = next(v for v in got.values() if v["status"] == "quarantined")
     assert quarantined["reason"].startswith("duplicate_session_id") and quarantined["group"] == "novice"
     assert quarantined["annotator"].startswith("anon-")  # from the upload record, pseudonymous

@@ -42,7 +42,9 @@ def test_version_pins_reach_the_tables_behind_a_view() -> None:
 def test_convenience_views_give_the_known_numbers(any_lake) -> None:
     exp = populate(any_lake, rounds=(1, 2), per_source=6)
     con = any_lake.duckdb()
-    rates = {(r, s): (n, k) for r, s, n, k in con.sql("SELECT round, source, n_routed, n_pass FROM pass_rates").fetchall()}
+    rates = {
+        (r, s): (n, k) for r, s, n, k in con.sql("SELECT round, source, n_routed, n_pass FROM pass_rates").fetchall()
+    }
     for r in (1, 2):
         assert rates[(r, "all")] == (exp["n_routed"][r], exp["n_pass"][r])
         assert rates[(r, "think_aloud")] == (6, 4)  # i % 3 == 2 fails: 2 of 6
@@ -50,7 +52,9 @@ def test_convenience_views_give_the_known_numbers(any_lake) -> None:
     assert con.sql("SELECT count(*) FROM steps WHERE pile = 'sft'").fetchone()[0] == 2 * exp["n_sft"]
     growth = con.sql("SELECT round, sft_added, sft_size, ct_size FROM pile_growth ORDER BY round").fetchall()
     assert growth == [(1, 12, 12, 6), (2, 12, 24, 12)]
-    over = con.sql("SELECT annotator, sum(n_overridden), sum(n_decisions) FROM override_rates GROUP BY 1 ORDER BY 1").fetchall()
+    over = con.sql(
+        "SELECT annotator, sum(n_overridden), sum(n_decisions) FROM override_rates GROUP BY 1 ORDER BY 1"
+    ).fetchall()
     # interactive episodes: even i by anon-a, first step overridden; 2 decided steps per episode
     assert over == [("anon-a", 6, 12), ("anon-b", 0, 12)]
     reasons = con.sql("SELECT reason, sum(n) FROM verdict_reasons WHERE NOT passed GROUP BY 1").fetchall()
@@ -92,7 +96,17 @@ def test_flywheel_sql_and_shell_see_the_views(where: str, request: pytest.Fixtur
     lake = request.getfixturevalue("lake" if where == "local" else "s3_lake")
     env = request.getfixturevalue("moto_server").env() if where == "s3" else {}
     populate(lake, rounds=(1,), per_source=3)
-    r = _run(["sql", "SELECT round, source, n_pass FROM pass_rates WHERE source = 'all'", "--lake", str(lake.uri), "-f", "csv"], env)
+    r = _run(
+        [
+            "sql",
+            "SELECT round, source, n_pass FROM pass_rates WHERE source = 'all'",
+            "--lake",
+            str(lake.uri),
+            "-f",
+            "csv",
+        ],
+        env,
+    )
     assert r.returncode == 0, r.stderr
     import csv
 

@@ -36,7 +36,12 @@ class PrefectServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def start(self, timeout: float = 120) -> None:
-        env = {**os.environ, "PREFECT_HOME": str(self.home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false"}
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(self.home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_UI_ENABLED": "false",
+        }
         env.pop("PREFECT_API_URL", None)
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.home / "server.log", "a") as log:

@@ -25,7 +25,10 @@ def test_think_aloud_fans_out_on_a_local_dask_cluster_with_an_s3_lake(prefect_ha
         build(landing / f"text-{i}", session_id=f"ta-dask-text-{i}", speech=False)
     # the workers are separate processes: they read the S3 settings from the environment they inherit
     assert os.environ["FLYWHEEL_S3_ENDPOINT_URL"].startswith("http://127.0.0.1:")
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         flow = ingest_think_aloud.with_options(task_runner=DaskTaskRunner(address=cluster.scheduler_address))
         with get_task_stream(client) as stream:
             res = flow(str(landing), str(s3_lake.uri), round=2)

@@ -26,7 +26,11 @@ def _start_round(env: dict[str, str], argv: list[str]) -> subprocess.Popen:
 
 
 def _flow_runs(url: str) -> list[dict]:
-    r = httpx.post(f"{url}/flow_runs/filter", json={"flows": {"name": {"any_": ["flywheel-round"]}}, "sort": "START_TIME_ASC"}, timeout=30)
+    r = httpx.post(
+        f"{url}/flow_runs/filter",
+        json={"flows": {"name": {"any_": ["flywheel-round"]}}, "sort": "START_TIME_ASC"},
+        timeout=30,
+    )
     r.raise_for_status()
     return r.json()
 
@@ -75,9 +79,13 @@ def test_prefect_server_restart_during_a_round(tmp_path: Path, flywheel_env: dic
         assert "round 0 finished: summary" in r.stdout  # only what was left ran again
         assert lake_state(lake) == want
         for lk in (lake, tmp_path / "short-lake"):
-            chk = subprocess.run([FLYWHEEL, "check", "--lake", str(lk)], env=env, cwd=REPO, capture_output=True, text=True)
+            chk = subprocess.run(
+                [FLYWHEEL, "check", "--lake", str(lk)], env=env, cwd=REPO, capture_output=True, text=True
+            )
             assert chk.returncode == 0, chk.stdout + chk.stderr
-        arts = httpx.post(f"{server.url}/artifacts/filter", json={"artifacts": {"key": {"any_": ["flywheel-round-0"]}}}, timeout=30).json()
+        arts = httpx.post(
+            f"{server.url}/artifacts/filter", json={"artifacts": {"key": {"any_": ["flywheel-round-0"]}}}, timeout=30
+        ).json()
         assert len(arts) == 2 and all("Flywheel round 0" in a["data"] for a in arts), arts  # both rounds' summaries
     finally:
         server.stop()

@@ -30,7 +30,9 @@ def _kill_in_stage(env: dict[str, str], argv: list[str], lake: Path, stage: str,
     return seen
 
 
-def test_kill_9_in_every_stage_then_resume_equals_uninterrupted_run(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
+def test_kill_9_in_every_stage_then_resume_equals_uninterrupted_run(
+    tmp_path: Path, flywheel_env: dict[str, str]
+) -> None:
     env = flywheel_env
     # the uninterrupted reference: rounds 0 and 1
     ref_lake, ref_landing, cfg = setup_round(tmp_path, "ref")
@@ -110,8 +112,12 @@ def test_served_deployment_runs_a_round_when_triggered(tmp_path: Path, flywheel_
         assert (tmp_path / "dash.html").is_file()
         assert rows[0]["n_new"] > 0 and rows[0]["eval_n"] > 0
         # the round summary is a markdown artifact in Prefect, linking the dashboard
-        art = subprocess.run([prefect, "artifact", "inspect", "flywheel-round-0"], env=env, capture_output=True, text=True)
-        assert art.returncode == 0 and "Flywheel round 0" in art.stdout and "dash.html" in art.stdout, art.stdout + art.stderr
+        art = subprocess.run(
+            [prefect, "artifact", "inspect", "flywheel-round-0"], env=env, capture_output=True, text=True
+        )
+        assert art.returncode == 0 and "Flywheel round 0" in art.stdout and "dash.html" in art.stdout, (
+            art.stdout + art.stderr
+        )
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         try:

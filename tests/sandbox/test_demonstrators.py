@@ -52,7 +52,15 @@ def test_recovery_thoughts_describe_the_mistake() -> None:
                                              "greyed", "isn't here", "wait")), nxt.thought  # fmt: skip
                 if s.mistake == "typo":
                     assert "should be" in th
-                if s.mistake in ("wrong_checkbox", "wrong_tab", "wrong_menu", "wrong_submenu", "wrong_option", "disabled_lookalike", "wrong_focus"):
+                if s.mistake in (
+                    "wrong_checkbox",
+                    "wrong_tab",
+                    "wrong_menu",
+                    "wrong_submenu",
+                    "wrong_option",
+                    "disabled_lookalike",
+                    "wrong_focus",
+                ):
                     # the thought names what was clicked by mistake
                     clicked = s.effect.split('"')[1] if '"' in s.effect else ""
                     assert clicked.lower() in th, (s.effect, nxt.thought)

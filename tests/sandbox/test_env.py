@@ -115,8 +115,9 @@ def test_screen_size_is_configurable() -> None:
     t = make_task("fill_form", 3, 2, width=1024, height=768)
     env = Env(t, screenshots=True)
     assert env.observation().text.splitlines()[0].endswith("1024x768")
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     assert Image.open(io.BytesIO(env.observation().screenshot)).size == (1024, 768)
     with pytest.raises(ValueError, match="too small"):

@@ -12,10 +12,15 @@ from sandbox.export import action_events, write_annotations, write_rollout_file,
 from sandbox.rollout import run_attempt, to_episode
 from sandbox.tasks import make_task
 
-TASKS = [make_task("fill_form", 2, 1), make_task("answer", 3, 3), make_task("popup", 3, 2), make_task("menu_path", 2, 4)]
+TASKS = [
+    make_task("fill_form", 2, 1),
+    make_task("answer", 3, 3),
+    make_task("popup", 3, 2),
+    make_task("menu_path", 2, 4),
+]
 
 
-def test_rollout_file_lands_every_attempt(lake, tmp_path: Path) -> None:  # noqa: ANN001
+def test_rollout_file_lands_every_attempt(lake, tmp_path: Path) -> None:
     from ingest.rollouts import ingest_rollout_file
 
     attempts = [run_attempt(t, Novice(), k) for t in TASKS for k in range(3)]
@@ -63,7 +68,7 @@ def test_think_aloud_bundle_text_only_reduces_back_to_the_same_actions(tmp_path:
     assert got == want
 
 
-def test_think_aloud_bundle_with_speech_ingests(lake, tmp_path: Path) -> None:  # noqa: ANN001
+def test_think_aloud_bundle_with_speech_ingests(lake, tmp_path: Path) -> None:
     from ingest.formats.bundle import espeak_available
     from ingest.think_aloud import process_input
 

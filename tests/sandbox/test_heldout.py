@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from sandbox.families import FAMILIES, LEVELS
-from sandbox.heldout import heldout_fingerprints, heldout_keys, heldout_tasks
-from sandbox.tasks import training_tasks
+from sandbox.heldout import heldout_fingerprints, heldout_keys, heldout_tasks, training_tasks
 
 
 def test_heldout_spans_every_family_and_level_and_is_stable() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sandbox.demonstrators import Expert, Novice
 from sandbox.env import Env
+from sandbox.heldout import training_tasks
 from sandbox.parallel import VecEnv, run_many
 from sandbox.rollout import run_attempt
-from sandbox.tasks import training_tasks
 
 
 def test_vecenv_steps_like_independent_envs() -> None:
@@ -34,6 +34,6 @@ def test_run_many_across_spawned_processes_matches_in_process() -> None:
     local = run_many(tasks, Novice, attempts=2, processes=1)
     remote = run_many(tasks, Novice, attempts=2, processes=2, chunk=6)
     assert len(remote) == 24
-    key = lambda a: (a.task.task_id, a.attempt, [(s.thought, s.action) for s in a.steps], a.verdict)  # noqa: E731
+    key = lambda a: (a.task.task_id, a.attempt, [(s.thought, s.action) for s in a.steps], a.verdict)
     assert [key(a) for a in remote] == [key(a) for a in local]
     assert [key(a) for a in local[:2]] == [key(run_attempt(tasks[0], Novice(), k)) for k in range(2)]

@@ -23,10 +23,28 @@ from schemas.actions import (
 coord = st.integers(0, MAX_COORD)
 #: any Unicode text (no lone surrogates: those are refused, see below), rich in the characters that need escaping
 special = st.sampled_from(
-    ["'", '"', "\\", "\n", "\r", "\t", "\\'", "')", "<point>1 2</point>", ", content='x'", "\\n", "\\u2028", "\u2028", "\x85", "\x0c"]
+    [
+        "'",
+        '"',
+        "\\",
+        "\n",
+        "\r",
+        "\t",
+        "\\'",
+        "')",
+        "<point>1 2</point>",
+        ", content='x'",
+        "\\n",
+        "\\u2028",
+        "\u2028",
+        "\x85",
+        "\x0c",
+    ]
 )
 text = st.lists(st.one_of(st.text(max_size=8), special), max_size=8).map("".join)
-key_token = st.text(st.characters(blacklist_categories=("Cs", "Z", "Cc"), blacklist_characters="'\\"), min_size=1, max_size=6)
+key_token = st.text(
+    st.characters(blacklist_categories=("Cs", "Z", "Cc"), blacklist_characters="'\\"), min_size=1, max_size=6
+)
 keys = st.lists(key_token, min_size=1, max_size=4).map(" ".join).filter(lambda k: k == " ".join(k.split()))
 
 
@@ -141,7 +159,10 @@ def test_negative_and_absurd_coordinates_are_refused(s: str, says: str) -> None:
         parse_action(s)
 
 
-@given(st.sampled_from(POINT_KINDS + ("drag", "scroll")), st.one_of(st.integers(max_value=-1), st.integers(min_value=MAX_COORD + 1)))
+@given(
+    st.sampled_from(POINT_KINDS + ("drag", "scroll")),
+    st.one_of(st.integers(max_value=-1), st.integers(min_value=MAX_COORD + 1)),
+)
 def test_out_of_range_coordinates_never_build_an_action(kind: str, bad: int) -> None:
     extra = {"x2": 1, "y2": 1} if kind == "drag" else {"direction": "up"} if kind == "scroll" else {}
     with pytest.raises(ActionError, match=f"x={bad}"):

@@ -42,8 +42,8 @@ def main_inprocess(*args: str, env: dict[str, str] | None = None) -> Run:
     import contextlib
     import io
 
+    from core.settings import reset_settings_cache
     from flywheel.cli import main
-    from flywheel.settings import reset_settings_cache
 
     saved_env, saved_argv = dict(os.environ), sys.argv
     out, err = io.StringIO(), io.StringIO()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from flywheel.records import Episode, Step, episodes_to_table
+from schemas.records import Episode, Step, episodes_to_table
 
 
 def episodes(n: int, start: int = 0, round: int = 0, session: str = "s1") -> pa.Table:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 
@@ -36,10 +36,26 @@ def test_duplicates_inside_one_batch_keep_the_first(any_lake) -> None:
 
 
 def test_composite_key_and_dict_rows(any_lake) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = [
-        {"episode_id": "e1", "round": 1, "validator": "grammar", "version": "1", "passed": True, "reason": "ok", "validated_at": now},
-        {"episode_id": "e1", "round": 1, "validator": "outcome", "version": "1", "passed": False, "reason": "no_answer", "validated_at": now},
+        {
+            "episode_id": "e1",
+            "round": 1,
+            "validator": "grammar",
+            "version": "1",
+            "passed": True,
+            "reason": "ok",
+            "validated_at": now,
+        },
+        {
+            "episode_id": "e1",
+            "round": 1,
+            "validator": "outcome",
+            "version": "1",
+            "passed": False,
+            "reason": "no_answer",
+            "validated_at": now,
+        },
     ]
     assert any_lake.append("verdicts", rows) == 2
     # same (episode, validator, version) again, plus a new validator version: only the latter lands
@@ -54,8 +70,10 @@ def test_composite_key_and_dict_rows(any_lake) -> None:
 
 
 def test_upsert_replaces_by_key(any_lake) -> None:
-    now = datetime.now(timezone.utc)
-    any_lake.upsert("rounds", [{"round": 1, "n_new": 10, "updated_at": now}, {"round": 2, "n_new": 5, "updated_at": now}])
+    now = datetime.now(UTC)
+    any_lake.upsert(
+        "rounds", [{"round": 1, "n_new": 10, "updated_at": now}, {"round": 2, "n_new": 5, "updated_at": now}]
+    )
     any_lake.upsert("rounds", [{"round": 2, "n_new": 7, "updated_at": now}])
     got = any_lake.read("rounds").sort_by("round").select(["round", "n_new"]).to_pylist()
     assert got == [{"round": 1, "n_new": 10}, {"round": 2, "n_new": 7}]

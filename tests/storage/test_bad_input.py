@@ -12,11 +12,15 @@ import pytest
 
 from schemas.tables import TABLES
 from storage import Lake
-from storage.lake import MANIFEST
+from storage.delta import MANIFEST
 from tests.helpers.s3 import KEY_ID, SECRET, free_port
 from tests.storage.cli import assert_one_line_error, flywheel, main_inprocess
 
-S3_ENV = {"FLYWHEEL_S3_ACCESS_KEY_ID": KEY_ID, "FLYWHEEL_S3_SECRET_ACCESS_KEY": SECRET, "FLYWHEEL_S3_ALLOW_HTTP": "true"}
+S3_ENV = {
+    "FLYWHEEL_S3_ACCESS_KEY_ID": KEY_ID,
+    "FLYWHEEL_S3_SECRET_ACCESS_KEY": SECRET,
+    "FLYWHEEL_S3_ALLOW_HTTP": "true",
+}
 
 
 def test_unknown_uri_scheme() -> None:
@@ -43,7 +47,9 @@ def test_bad_query_and_bad_version(lake) -> None:
     assert_one_line_error(main_inprocess("sql", "SELEKT 1", "--lake", str(lake.uri)), "query failed", "syntax error")
     r = main_inprocess("sql", "SELECT count(*) FROM sft", "--lake", str(lake.uri), "--as-of-version", "7")
     assert_one_line_error(r, "'sft' has versions 0..0")
-    assert_one_line_error(main_inprocess("sql", "SELECT 1", "--lake", str(lake.uri), "--as-of-version", "x=1"), "unknown table 'x'")
+    assert_one_line_error(
+        main_inprocess("sql", "SELECT 1", "--lake", str(lake.uri), "--as-of-version", "x=1"), "unknown table 'x'"
+    )
 
 
 def test_unreachable_s3_endpoint_fails_within_seconds() -> None:
@@ -89,11 +95,16 @@ def test_silent_s3_endpoint_times_out(silent_endpoint: str) -> None:
     assert r.seconds < 12, f"took {r.seconds:.1f} s"
 
 
-def test_missing_bucket_and_missing_lake_on_s3(moto_server) -> None:  # noqa: ANN001
+def test_missing_bucket_and_missing_lake_on_s3(moto_server) -> None:
     env = {**S3_ENV, "FLYWHEEL_S3_ENDPOINT_URL": moto_server.url}
-    assert_one_line_error(main_inprocess("tables", "--lake", "s3://no-such-bucket/lake", env=env), "bucket 'no-such-bucket' does not exist")
+    assert_one_line_error(
+        main_inprocess("tables", "--lake", "s3://no-such-bucket/lake", env=env),
+        "bucket 'no-such-bucket' does not exist",
+    )
     bucket = moto_server.new_bucket()
-    assert_one_line_error(main_inprocess("tables", "--lake", f"s3://{bucket}/lake", env=env), "not a flywheel lake", "flywheel init")
+    assert_one_line_error(
+        main_inprocess("tables", "--lake", f"s3://{bucket}/lake", env=env), "not a flywheel lake", "flywheel init"
+    )
     r = main_inprocess("init", "--lake", f"s3://{bucket}/lake", env=env)
     assert r.code == 0, r.err
     assert main_inprocess("tables", "--lake", f"s3://{bucket}/lake", env=env).code == 0
@@ -106,7 +117,7 @@ def test_s3_lake_opens_after_init(s3_lake) -> None:
 
 def test_deltalake_calls_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Delta side (delta-rs's object_store) also gives up quickly: bounded max_retries and retry_timeout."""
-    from flywheel.settings import reset_settings_cache
+    from core.settings import reset_settings_cache
     from storage import LakeError
     from storage.objects import open_object_store
     from storage.uri import parse_lake_uri

@@ -15,7 +15,9 @@ WORKERS, BATCHES = 4, 3
 
 def test_four_processes_append_at_once(any_lake) -> None:
     go = SPAWN.Event()
-    procs = [SPAWN.Process(target=concurrent_appender, args=(str(any_lake.uri), w, BATCHES, go)) for w in range(WORKERS)]
+    procs = [
+        SPAWN.Process(target=concurrent_appender, args=(str(any_lake.uri), w, BATCHES, go)) for w in range(WORKERS)
+    ]
     for p in procs:
         p.start()
     go.set()

@@ -14,7 +14,7 @@ from tests.storage.workers import SPAWN, big_append
 N = 12_000  # episodes x 20 steps (about 100 MB): a few hundred ms of writing, a window to kill in
 
 
-def _write_in_progress(lake) -> bool:  # noqa: ANN001
+def _write_in_progress(lake) -> bool:
     """A data file of the batch is being written: on disk a Parquet file in the table folder, on S3 an
     unfinished multipart upload or a data object."""
     if lake.uri.scheme == "file":

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import keyindex
-from storage.check import check_lake
 from storage.keyindex import contains, key_hashes, key_index, sidecar_rel, sort_words
 from storage.maintain import maintain
 from tests.storage.data import episodes
+from validators.lake_check import check_lake
 
 
-def _sidecars(lake, table: str = "episodes") -> list[str]:  # noqa: ANN001
+def _sidecars(lake, table: str = "episodes") -> list[str]:
     return lake.objects.list(f"{keyindex.INDEX_ROOT}/{table}/")
 
 
@@ -25,7 +25,9 @@ def test_key_hashes_are_the_hex_itself_or_blake2b_per_key() -> None:
     other = pa.array(["s1", "session/2", "F" * 32, ""])  # upper-case hex is not a hash of ours: hashed
     mixed = pa.array(["s1", "f" * 32, "session/2"])
     a, b = key_hashes(other), key_hashes(mixed)
-    assert (b[0] == a[0]).all() and (b[1] == words[1]).all() and (b[2] == a[1]).all()  # a key's words never depend on its batch
+    assert (
+        (b[0] == a[0]).all() and (b[1] == words[1]).all() and (b[2] == a[1]).all()
+    )  # a key's words never depend on its batch
     assert len({tuple(r) for r in a}) == 4
     assert (key_hashes(other) == a).all()
 
@@ -36,7 +38,9 @@ def test_key_hashes_are_the_hex_itself_or_blake2b_per_key() -> None:
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1)), max_size=40),
     st.integers(1, 3),
 )
-def test_contains_is_exact_membership(stored: list[tuple[int, int]], queries: list[tuple[int, int]], n_runs: int) -> None:
+def test_contains_is_exact_membership(
+    stored: list[tuple[int, int]], queries: list[tuple[int, int]], n_runs: int
+) -> None:
     """High words drawn from 0..3 so most share one: the low word must decide."""
     queries = queries + stored[: len(stored) // 2]
     arr = np.array(stored, dtype=np.uint64).reshape(-1, 2)
@@ -56,7 +60,9 @@ def test_append_writes_sidecars_and_rebuilds_a_lost_or_torn_one(any_lake) -> Non
     any_lake.objects.put_bytes(torn, b"not an array")
     keyindex.forget()  # a new process: only what is stored
     assert not check_lake(any_lake, media=False).ok  # the torn sidecar is reported...
-    assert any_lake.append("episodes", pa.concat_tables([first, second, episodes(5, start=80)])) == 5  # ...never trusted
+    assert (
+        any_lake.append("episodes", pa.concat_tables([first, second, episodes(5, start=80)])) == 5
+    )  # ...never trusted
     assert any_lake.count("episodes") == 85
     assert len(_sidecars(any_lake)) == 3  # both restored, and the new file's
     rep = check_lake(any_lake, media=False)
@@ -131,7 +137,11 @@ def test_check_reports_a_segment_that_lies(lake, monkeypatch) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), min_size=1, max_size=30), st.integers(0, 29), st.integers(0, 127))
+@given(
+    st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), min_size=1, max_size=30),
+    st.integers(0, 29),
+    st.integers(0, 127),
+)
 def test_digest_adds_up_ignores_order_and_sees_any_changed_bit(rows: list[tuple[int, int]], cut: int, bit: int) -> None:
     from storage.keyindex import add_digests, digest
 

@@ -1,6 +1,6 @@
 """Smoke: the same basic append/read works on a local and an S3 lake."""
 
-from flywheel.records import Episode, Step, episodes_to_table
+from schemas.records import Episode, Step, episodes_to_table
 
 
 def _eps(n: int) -> list[Episode]:

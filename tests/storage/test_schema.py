@@ -10,14 +10,14 @@ from deltalake import write_deltalake
 
 from schemas.tables import TABLES
 from storage import Lake, LakeError, SchemaError
-from storage.lake import MANIFEST
+from storage.delta import MANIFEST
 from storage.migrations import MIGRATIONS
 from storage.objects import open_object_store
 from storage.uri import parse_lake_uri
 from tests.storage.data import episodes
 
 
-def _refused(lake: Lake, table: str, batch, column: str) -> str:  # noqa: ANN001
+def _refused(lake: Lake, table: str, batch, column: str) -> str:
     v = lake.version(table)
     with pytest.raises(SchemaError) as e:
         lake.append(table, batch)

@@ -6,11 +6,13 @@ import pytest
 
 from training.config import ModelConfig
 
-TINY = ModelConfig(vocab_size=600, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2, max_number=320)
+TINY = ModelConfig(
+    vocab_size=600, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2, max_number=320
+)
 
 
 @pytest.fixture(scope="session")
-def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory):
     """A fresh tiny policy saved once per session; tests load their own copy (they train it)."""
     from tests.training.fakes import corpus
     from training.model import Policy
@@ -21,7 +23,7 @@ def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 
 
 @pytest.fixture
-def tiny_policy(tiny_policy_dir):  # noqa: ANN001, ANN201
+def tiny_policy(tiny_policy_dir):
     from training.model import Policy
 
     p = Policy.load(tiny_policy_dir, version="init")

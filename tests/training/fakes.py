@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from flywheel.records import Episode, Step
 from schemas.actions import ActionError, parse_action
+from schemas.records import Episode, Step
 from training.rollout import TaskInfo
 
 NAMES = ["Save", "Open", "Close", "Print", "Help", "Edit", "View", "Send"]
@@ -101,8 +101,17 @@ def expert_episode(seed: int, n_targets: int = 1, round: int = 0) -> Episode:
         steps.append(Step(index=i, action=action, thought=thought, observation=obs))
         obs, _, _ = env.step(action)
     return Episode(
-        session_id=f"fake-{seed}", source="rollout", task_id=t.task_id, instruction=t.instruction, steps=tuple(steps),
-        round=round, task_family=t.family, difficulty=t.level, group="expert", env_passed=True, outcome="finished",
+        session_id=f"fake-{seed}",
+        source="rollout",
+        task_id=t.task_id,
+        instruction=t.instruction,
+        steps=tuple(steps),
+        round=round,
+        task_family=t.family,
+        difficulty=t.level,
+        group="expert",
+        env_passed=True,
+        outcome="finished",
     )
 
 

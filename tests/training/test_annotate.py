@@ -7,13 +7,13 @@ import json
 
 from sandbox.demonstrators import Expert, same_move
 from sandbox.env import Env
-from sandbox.tasks import training_tasks
+from sandbox.heldout import training_tasks
 from schemas.actions import Action, format_action, parse_action
 from training.annotate import annotate_round
 from training.envs import SandboxBackend, SandboxEnv, task_info
 
 
-def _first_click_task():  # noqa: ANN202
+def _first_click_task():
     """A training task whose first expert move is a click on an element wider than a few pixels."""
     for t in training_tasks(40, seed=5):
         env = Env(t)
@@ -32,14 +32,16 @@ def test_same_move_is_the_same_element_text_and_keys() -> None:
     t, env, a, e = _first_click_task()
     wanted = format_action(a)
     assert same_move(env.screen, _off_centre(a, e), wanted)  # anywhere on the element the annotator would click
-    elsewhere = next(o for o in env.screen.elements() if o.name != e.name and o.kind not in ("dialog", "dialogtext", "list"))
+    elsewhere = next(
+        o for o in env.screen.elements() if o.name != e.name and o.kind not in ("dialog", "dialogtext", "list")
+    )
     assert not same_move(env.screen, format_action(Action("click", x=elsewhere.cx, y=elsewhere.cy)), wanted)
     assert not same_move(env.screen, "type(content='a')", "type(content='b')")
     assert same_move(env.screen, "type(content='b')", "type(content='b')")
     assert not same_move(env.screen, "not an action", wanted)
 
 
-def _off_centre(a: Action, e) -> str:  # noqa: ANN001 - sandbox.screen.Element
+def _off_centre(a: Action, e) -> str:
     """A click on another pixel of the same element."""
     return format_action(Action("click", x=e.x + 1 if e.x + 1 != a.x else e.x + 2, y=a.y))
 
@@ -56,11 +58,13 @@ def test_reviewer_accepts_the_right_move_and_overrides_the_wrong_one() -> None:
     assert backend.reviewer(info).review(env, "", "") is not None  # an unreadable proposal is overridden
 
 
-def test_annotation_round_lands_a_session_with_proposals_and_decisions(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+def test_annotation_round_lands_a_session_with_proposals_and_decisions(lake, tiny_policy, tmp_path) -> None:
     tiny_policy.version = "ckpt-ia"
     backend = SandboxBackend()
     tasks = backend.training_tasks(6, seed=3)
-    res = annotate_round(lake, 2, tiny_policy, tasks, tmp_path, backend.reviewer, backend.render_steps, max_new_tokens=16)
+    res = annotate_round(
+        lake, 2, tiny_policy, tasks, tmp_path, backend.reviewer, backend.render_steps, max_new_tokens=16
+    )
     # the untrained model's proposals are overridden, so every episode is the annotator's and passes
     assert res.episodes == 6 and res.episodes_added == 6 and res.passed == 6
     assert res.steps >= 6 and 0 <= res.accepted < res.steps
@@ -75,5 +79,7 @@ def test_annotation_round_lands_a_session_with_proposals_and_decisions(lake, tin
     assert over and all(s["action"] != s["proposals"][0]["action"] for s in over)
     session = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert session["episodes"][0]["steps"][0]["proposals"][0]["model_version"] == "ckpt-ia"
-    again = annotate_round(lake, 2, tiny_policy, tasks, tmp_path, backend.reviewer, backend.render_steps, max_new_tokens=16)
+    again = annotate_round(
+        lake, 2, tiny_policy, tasks, tmp_path, backend.reviewer, backend.render_steps, max_new_tokens=16
+    )
     assert again.episodes_added == 0 and lake.count("episodes") == 6  # the same session again adds nothing

@@ -31,7 +31,7 @@ TRAINER = (
 )
 
 
-def test_command_backend_records_its_checkpoint_like_a_builtin_job(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+def test_command_backend_records_its_checkpoint_like_a_builtin_job(lake, tiny_policy, tmp_path) -> None:
     _pile(lake, "sft", 6)
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER.replace(";", "\n"))
@@ -39,13 +39,17 @@ def test_command_backend_records_its_checkpoint_like_a_builtin_job(lake, tiny_po
     be = CommandBackend(f"{sys.executable} {script} {{pile}} {{base}} {{out}}")
     res, pol = be.run(lake, "sft", 2, base)
     row = lake.read("training_runs").to_pylist()[0]
-    assert row["backend"] == be.name and row["base_checkpoint"] == base and row["output_checkpoint"] == res.output_checkpoint
+    assert (
+        row["backend"] == be.name
+        and row["base_checkpoint"] == base
+        and row["output_checkpoint"] == res.output_checkpoint
+    )
     assert row["pile_version"] == lake.version("sft") and row["samples"] > 0
     assert "trained on" in json.loads(row["metrics"])["stdout_tail"]
     assert not torch.equal(_weights(fetch(lake, base).model), _weights(pol.model))
 
 
-def test_command_backend_errors_are_one_line(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+def test_command_backend_errors_are_one_line(lake, tiny_policy, tmp_path) -> None:
     _pile(lake, "sft", 2)
     with pytest.raises(ValueError, match="exited with 3"):
         CommandBackend(f"{sys.executable} -c 'import sys; sys.exit(3)'").run(lake, "sft", 1, tiny_policy)
@@ -56,7 +60,7 @@ def test_command_backend_errors_are_one_line(lake, tiny_policy, tmp_path) -> Non
     assert lake.count("training_runs") == 0
 
 
-def test_rejection_sampling_lands_through_the_rollout_reader(lake, tiny_policy, tmp_path) -> None:  # noqa: ANN001
+def test_rejection_sampling_lands_through_the_rollout_reader(lake, tiny_policy, tmp_path) -> None:
     tiny_policy.version = "ckpt-test"
     res = rejection_sample(lake, 3, tiny_policy, tasks(5, 7), tmp_path, SamplingConfig(attempts=3, max_new_tokens=24))
     assert res.attempts == 15 and res.episodes_added == 15
@@ -71,7 +75,7 @@ def test_rejection_sampling_lands_through_the_rollout_reader(lake, tiny_policy, 
     assert again.episodes_added == 0  # same seed, same attempts: idempotent
 
 
-def test_evaluation_writes_rates_intervals_and_levels(lake, tiny_policy) -> None:  # noqa: ANN001
+def test_evaluation_writes_rates_intervals_and_levels(lake, tiny_policy) -> None:
     ts = tasks(6, 11, 1) + tasks(6, 12, 2)
     res = evaluate(tiny_policy, ts, EvalConfig(max_new_tokens=24))
     assert res.overall.n == 12 and set(res.by_level) == {1, 2} and res.by_level[1].n == 6

@@ -35,16 +35,20 @@ def test_a_grounding_example_clicks_the_centre_of_the_element_its_instruction_na
 
 def test_a_bank_draws_batches_of_whole_examples_with_their_masks() -> None:
     tok = Policy.create(["abc def 12 34"] * 20, replace(TINY_BASE.model, vocab_size=300, max_number=50)).tokenizer
-    items = encode_all(tok, [("Instruction: a\n", "Thought: b\nAction: wait()"), ("Instruction: a b c d e f\n", "Thought: x")])
+    items = encode_all(
+        tok, [("Instruction: a\n", "Thought: b\nAction: wait()"), ("Instruction: a b c d e f\n", "Thought: x")]
+    )
     bank = Bank(items, tok.pad_token_id, "cpu")
     b = bank.sample(32, torch.Generator().manual_seed(0))
     assert b.input_ids.shape[0] == 32 and b.input_ids.shape[1] == max(len(e.input_ids) for e in items)
     for row, att, m in zip(b.input_ids, b.attention_mask, b.loss_mask):
-        e = next(e for e in items if row[: len(e.input_ids)].tolist() == e.input_ids and int(att.sum()) == len(e.input_ids))
+        e = next(
+            e for e in items if row[: len(e.input_ids)].tolist() == e.input_ids and int(att.sum()) == len(e.input_ids)
+        )
         assert m[: len(e.mask)].tolist() == [float(x) for x in e.mask] and not m[len(e.mask) :].any()
 
 
-def test_build_base_trains_lowers_the_loss_and_saves_a_policy_that_loads(tmp_path) -> None:  # noqa: ANN001
+def test_build_base_trains_lowers_the_loss_and_saves_a_policy_that_loads(tmp_path) -> None:
     policy, meta = build_base(TINY_BASE, tmp_path / "base", log=lambda s: None)
     assert meta["kind"] == "base" and meta["steps"] == 60 and meta["loss_last"] < meta["loss_first"]
     loaded = Policy.load(tmp_path / "base")
@@ -53,7 +57,9 @@ def test_build_base_trains_lowers_the_loss_and_saves_a_policy_that_loads(tmp_pat
     assert json.loads((tmp_path / "base" / "flywheel_policy.json").read_text())["config"]["examples"] == 600
     again, _ = build_base(replace(TINY_BASE, steps=20), tmp_path / "more", log=lambda s: None, init=tmp_path / "base")
     assert again.tokenizer.get_vocab() == loaded.tokenizer.get_vocab()  # continuing keeps the tokenizer
-    assert any(not torch.equal(a, b) for a, b in zip(again.model.state_dict().values(), loaded.model.state_dict().values()))
+    assert any(
+        not torch.equal(a, b) for a, b in zip(again.model.state_dict().values(), loaded.model.state_dict().values())
+    )
 
 
 def test_the_shipped_base_grounds_on_screens_it_never_saw() -> None:

@@ -25,7 +25,7 @@ class Counted(ButtonEnv):
         Counted.closed += 1
 
 
-def test_a_bounded_backend_runs_at_most_max_concurrent_and_closes_every_env(tiny_policy) -> None:  # noqa: ANN001
+def test_a_bounded_backend_runs_at_most_max_concurrent_and_closes_every_env(tiny_policy) -> None:
     ts = [replace(t, make_env=lambda s=i: Counted(s), max_concurrent=2) for i, t in enumerate(tasks(5, 3))]
     trajs = run_episodes(tiny_policy.model, tiny_policy.tokenizer, ts, attempts=2, max_new_tokens=16, temperature=1.0)
     assert [(t.task.task_id, t.attempt) for t in trajs] == [(t.task_id, a) for t in ts for a in range(2)]

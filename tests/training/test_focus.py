@@ -16,7 +16,11 @@ class Rounds:
     """The one table focus_split reads, as a lake would return it."""
 
     def __init__(self, rates: dict | None, round: int = 0, by: str = "level") -> None:
-        bd = {"eval": {f"by_{by}": {str(k): {"rate": v, "n": 28} for k, v in rates.items()}}} if rates is not None else {}
+        bd = (
+            {"eval": {f"by_{by}": {str(k): {"rate": v, "n": 28} for k, v in rates.items()}}}
+            if rates is not None
+            else {}
+        )
         self.table = pa.table({"round": [round], "breakdown": [json.dumps(bd)]})
 
     def read(self, name: str) -> pa.Table:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from schemas.prompt import PromptConfig
 from tests.training.fakes import expert_episode
-from training.config import PromptConfig
 from training.data import collate, encode_all, episode_examples, masked_nll
 from training.prompt import Turn, encode_example, parse_answer, render_answer, render_prompt
 
 
 def test_prompt_shows_instruction_last_n_steps_in_full_and_observation() -> None:
     cfg = PromptConfig(history_full=1, history_thought_words=3)
-    hist = [Turn("screen one", "I look first at things", "wait()"), Turn("screen two", "then I click", "click(point='<point>1 2</point>')")]
+    hist = [
+        Turn("screen one", "I look first at things", "wait()"),
+        Turn("screen two", "then I click", "click(point='<point>1 2</point>')"),
+    ]
     p = render_prompt("Do it", hist, "screen three", cfg)
     assert p.startswith("Instruction: Do it\n")
     assert "screen one" not in p  # older step: thought and action only
@@ -29,7 +32,7 @@ def test_answer_round_trip() -> None:
     assert parse_answer("click(point='<point>3 4</point>')") is None
 
 
-def test_mask_marks_exactly_the_agent_tokens(tiny_policy) -> None:  # noqa: ANN001
+def test_mask_marks_exactly_the_agent_tokens(tiny_policy) -> None:
     tok = tiny_policy.tokenizer
     ex = episode_examples(expert_episode(3).to_row())[0]
     enc = encode_example(tok, *ex)
@@ -38,7 +41,7 @@ def test_mask_marks_exactly_the_agent_tokens(tiny_policy) -> None:  # noqa: ANN0
     assert tok.decode([t for t, m in zip(enc.input_ids, enc.mask) if not m]) == ex[0]
 
 
-def test_prompt_truncation_keeps_the_instruction(tiny_policy) -> None:  # noqa: ANN001
+def test_prompt_truncation_keeps_the_instruction(tiny_policy) -> None:
     tok = tiny_policy.tokenizer
     cfg = PromptConfig(max_prompt_tokens=40)
     long_obs = "\n".join(f'button "B{i}" at ({i}, {i})' for i in range(60))
@@ -47,7 +50,7 @@ def test_prompt_truncation_keeps_the_instruction(tiny_policy) -> None:  # noqa: 
     assert len(prompt_ids) <= 40 and tok.decode(prompt_ids).startswith("Instruction: Click B7\n")
 
 
-def test_masked_loss_is_the_mean_over_agent_tokens_only(tiny_policy) -> None:  # noqa: ANN001
+def test_masked_loss_is_the_mean_over_agent_tokens_only(tiny_policy) -> None:
     tok, model = tiny_policy.tokenizer, tiny_policy.model
     items = encode_all(tok, [x for s in range(4) for x in episode_examples(expert_episode(s, 2).to_row())])
     batch = collate(items, tok.pad_token_id)
@@ -65,7 +68,7 @@ def test_masked_loss_is_the_mean_over_agent_tokens_only(tiny_policy) -> None:  #
         assert torch.allclose(masked_nll(model, ct), nll[real].mean(), atol=1e-5)
 
 
-def test_gradient_ignores_observation_targets(tiny_policy) -> None:  # noqa: ANN001
+def test_gradient_ignores_observation_targets(tiny_policy) -> None:
     """Changing the observation tokens' *targets* (not their context) leaves the SFT loss unchanged."""
     tok, model = tiny_policy.tokenizer, tiny_policy.model
     items = encode_all(tok, episode_examples(expert_episode(5).to_row()))
@@ -89,13 +92,17 @@ def test_target_thought_names_the_element_the_action_points_at() -> None:
     assert target_thought("click(point='<point>1 1</point>')", obs) is None  # nothing listed there
     assert target_thought("type(content='x')", obs) is None
     cfg = PromptConfig(thought_style="target")
-    assert render_answer("I press it", "click(point='<point>56 84</point>')", cfg, obs).startswith('Thought: button "Save log"\n')
+    assert render_answer("I press it", "click(point='<point>56 84</point>')", cfg, obs).startswith(
+        'Thought: button "Save log"\n'
+    )
     assert render_answer("Typing x.", "type(content='x')", cfg, obs).startswith("Thought: Typing x.\n")  # falls back
     line = PromptConfig(thought_style="line", max_thought_words=2)  # the line is never clipped: it ends with the centre
     assert render_answer("I tick it", "click(point='<point>350 48</point>')", line, obs) == (
         "Thought: checkbox \"GPS\" checked (350,48)\nAction: click(point='<point>350 48</point>')"
     )
-    assert render_answer("Typing x now.", "type(content='x')", line, obs) == "Thought: Typing x\nAction: type(content='x')"
+    assert (
+        render_answer("Typing x now.", "type(content='x')", line, obs) == "Thought: Typing x\nAction: type(content='x')"
+    )
 
 
 def test_line_style_quotes_the_instruction_span_a_typed_text_comes_from() -> None:
@@ -108,8 +115,13 @@ def test_line_style_quotes_the_instruction_span_a_typed_text_comes_from() -> Non
     assert typed_span("type(content='Quito')", obs, ins) is None  # not what the focused field asks for
     assert typed_span(typed, obs.replace(" focused", ""), ins) is None  # no focused field
     line = PromptConfig(thought_style="line")
-    assert render_answer("I type it.", typed, line, obs, ins) == f"Thought: Email 'omar.moreau@example.com'\nAction: {typed}"
-    assert render_answer("I type it.", typed, PromptConfig(), obs, ins).startswith("Thought: I type it.")  # expert style
+    assert (
+        render_answer("I type it.", typed, line, obs, ins)
+        == f"Thought: Email 'omar.moreau@example.com'\nAction: {typed}"
+    )
+    assert render_answer("I type it.", typed, PromptConfig(), obs, ins).startswith(
+        "Thought: I type it."
+    )  # expert style
 
 
 def test_line_style_names_the_focused_field_for_miniwob_texts() -> None:
@@ -121,9 +133,9 @@ def test_line_style_names_the_focused_field_for_miniwob_texts() -> None:
     assert typed_span("type(content='2Uw')", obs, ins) == "password '2Uw'"
     assert typed_span("type(content='zz9')", obs, ins) is None  # a text the instruction does not ask for
     drop = 'window "choose-list" 160x210\ndropdown "options" value="Marjory" focused (77,66)'
-    assert typed_span("type(content='American Samoa')", drop, "Select American Samoa from the list and click Submit.") == (
-        "options 'American Samoa'"
-    )
+    assert typed_span(
+        "type(content='American Samoa')", drop, "Select American Samoa from the list and click Submit."
+    ) == ("options 'American Samoa'")
 
 
 def test_line_style_quotes_the_screen_line_an_answer_is_read_from() -> None:
@@ -135,5 +147,11 @@ def test_line_style_quotes_the_screen_line_an_answer_is_read_from() -> None:
     assert answer_line("finished(content='Alice')", obs) is None  # only a whole quoted value counts
     assert answer_line("click(point='<point>368 72</point>')", obs) is None
     line = PromptConfig(thought_style="line", max_thought_words=2)
-    assert render_answer("The total reads $17.20.", done, line, obs) == f'Thought: text "Total" value="$17.20" (368,72)\nAction: {done}'
-    assert render_answer("The total reads $17.20.", done, PromptConfig(max_thought_words=3), obs) == f"Thought: The total reads\nAction: {done}"
+    assert (
+        render_answer("The total reads $17.20.", done, line, obs)
+        == f'Thought: text "Total" value="$17.20" (368,72)\nAction: {done}'
+    )
+    assert (
+        render_answer("The total reads $17.20.", done, PromptConfig(max_thought_words=3), obs)
+        == f"Thought: The total reads\nAction: {done}"
+    )

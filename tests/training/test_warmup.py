@@ -23,7 +23,7 @@ def test_a_copy_example_masks_exactly_the_predictable_tail_of_the_repeat() -> No
         assert e.mask[-4:] == [1, 1, 1, 1] and not any(e.mask[:-4])
 
 
-def test_copy_warmup_changes_the_weights_and_lowers_the_loss(tiny_policy) -> None:  # noqa: ANN001
+def test_copy_warmup_changes_the_weights_and_lowers_the_loss(tiny_policy) -> None:
     from tests.training.fakes import corpus
 
     before = torch.cat([p.detach().flatten().clone() for p in tiny_policy.model.parameters()])
@@ -35,7 +35,7 @@ def test_copy_warmup_changes_the_weights_and_lowers_the_loss(tiny_policy) -> Non
     assert copy_warmup(tiny_policy, corpus(), WarmupConfig(steps=0)) == []  # off by default
 
 
-def test_create_policy_warms_up_a_fresh_model_only_when_configured(lake) -> None:  # noqa: ANN001
+def test_create_policy_warms_up_a_fresh_model_only_when_configured(lake) -> None:
     """The integration: a fresh policy from the piles' text, with and without the warm-up, differ only in weights."""
     from tests.training.conftest import TINY
     from tests.training.test_jobs import _pile

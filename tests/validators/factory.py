@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image
 
-from flywheel.records import Episode, Step
+from schemas.records import Episode, Step
 
 W, H = 320, 240
 
@@ -48,7 +48,9 @@ ACTIONS = [
 ]
 
 
-def make_steps(n: int, shot: tuple[str, str], actions: list[str] | None = None, thought: str = "I look at the screen") -> tuple[Step, ...]:
+def make_steps(
+    n: int, shot: tuple[str, str], actions: list[str] | None = None, thought: str = "I look at the screen"
+) -> tuple[Step, ...]:
     acts = actions or [ACTIONS[i % len(ACTIONS)] for i in range(n - 1)] + ["finished(content='done')"]
     return tuple(
         Step(
@@ -65,7 +67,9 @@ def make_steps(n: int, shot: tuple[str, str], actions: list[str] | None = None, 
     )
 
 
-def make_episode(shot: tuple[str, str], *, n_steps: int = 4, source: str = "rollout", task: str = "t1", i: int = 0, **kw: Any) -> Episode:
+def make_episode(
+    shot: tuple[str, str], *, n_steps: int = 4, source: str = "rollout", task: str = "t1", i: int = 0, **kw: Any
+) -> Episode:
     """A valid episode of `source` (passes every structural validator and a rollout's env verdict)."""
     base: dict[str, Any] = dict(
         session_id=f"s{i}",

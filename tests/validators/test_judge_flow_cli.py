@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from typer.testing import CliRunner
 
-from flywheel.records import episodes_to_table
 from ingest.land import land
+from schemas.records import episodes_to_table
 from tests.validators.factory import make_episode, store_png
 from validators.base import EpisodeBatch
 from validators.judge import Judge, LocalJudge, OpenAIJudge, build_prompts
@@ -24,7 +24,21 @@ def tiny_judge_dir(tmp_path_factory):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    words = ["<unk>", "<s>", "yes", "no", "task", "step", "thought", "action", "answer", "did", "the", "agent", "complete"]
+    words = [
+        "<unk>",
+        "<s>",
+        "yes",
+        "no",
+        "task",
+        "step",
+        "thought",
+        "action",
+        "answer",
+        "did",
+        "the",
+        "agent",
+        "complete",
+    ]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>")
@@ -65,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
     answer = "yes"
     seen: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Handler.seen.append(body)
         p_yes = 0.8 if self.answer == "yes" else 0.1
@@ -121,7 +135,9 @@ def test_cli_route_and_simulate(lake):
     r = CliRunner().invoke(app, ["route", "--round", "1", "--lake", str(lake.uri)])
     assert r.exit_code == 0, r.output
     assert "pass rate" in r.output and lake.count("sft") == 2
-    r = CliRunner().invoke(app, ["simulate", "--rounds", "2", "--attempts", "300", "--pass-shares", "0.3,0.6", "--format", "csv"])
+    r = CliRunner().invoke(
+        app, ["simulate", "--rounds", "2", "--attempts", "300", "--pass-shares", "0.3,0.6", "--format", "csv"]
+    )
     assert r.exit_code == 0, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert lines[0].startswith("round,attempts,true_pass_share") and len(lines) == 3

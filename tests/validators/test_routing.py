@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flywheel.records import episodes_to_table
 from ingest.land import land
 from storage import Lake
 from tests.validators.factory import make_episode, store_png, with_step
@@ -127,14 +126,26 @@ def test_update_round_merges(lake):
     assert json.loads(row["breakdown"]) == {"by_source": {"x": 1}, "eval": {"a": 2}}
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.booleans(), st.sampled_from(["rollout", "interactive", "think_aloud"])), min_size=1, max_size=12))
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5), st.booleans(), st.booleans(), st.sampled_from(["rollout", "interactive", "think_aloud"])
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 def test_conservation_for_random_batches(tmp_path_factory, spec):
     lake = Lake.open(tmp_path_factory.mktemp("lake") / "lake", create=True)
     shot = store_png(lake)
     eps = []
     for k, (content, env_ok, off_screen, source) in enumerate(spec):
-        ep = make_episode(shot, i=content, source=source, session_id=f"s{k}", env_passed=env_ok if source == "rollout" else None)
+        ep = make_episode(
+            shot, i=content, source=source, session_id=f"s{k}", env_passed=env_ok if source == "rollout" else None
+        )
         if off_screen:
             ep = with_step(ep, 0, action="click(point='<point>4000 1</point>')")
         eps.append(ep)

@@ -17,17 +17,30 @@ from deltalake import write_deltalake
 
 from schemas.tables import CT, EPISODES, SFT, TABLES
 from storage import Lake, projection
-from storage.check import check_lake
-from storage.lake import MANIFEST
+from storage.delta import MANIFEST
 from storage.piles import full_columns, read_pile
 from storage.query import run_query
 from validators.base import EpisodeBatch
+from validators.lake_check import check_lake
 from validators.registry import ValidationContext, parse_policy
 from validators.routing import Plan, decide, route_round
 from validators.synthetic import screenshot_pool, synthetic_rollouts
 
 POLICY = parse_policy(
-    {"sources": {"default": ["schema", "action_grammar", "on_screen", "monotonic_time", "thoughts", "screenshot", "step_limit", "dedup_exact"]}}
+    {
+        "sources": {
+            "default": [
+                "schema",
+                "action_grammar",
+                "on_screen",
+                "monotonic_time",
+                "thoughts",
+                "screenshot",
+                "step_limit",
+                "dedup_exact",
+            ]
+        }
+    }
 )
 
 
@@ -46,7 +59,9 @@ def test_piles_are_thin_and_read_pile_joins_the_episodes(lake) -> None:
     assert sft.schema.names == full_columns("sft") == EPISODES.names + ["round_routed"]
     by_id = {r["episode_id"]: r for r in eps.to_pylist()}
     for row in sft.to_pylist():  # every episode column is the episode's own value
-        assert {k: v for k, v in row.items() if k != "round_routed"} == by_id[row["episode_id"]] and row["round_routed"] == 1
+        assert {k: v for k, v in row.items() if k != "round_routed"} == by_id[row["episode_id"]] and row[
+            "round_routed"
+        ] == 1
     ct = read_pile(lake, "ct", ["episode_id", "reasons", "steps", "meta"], step_fields=["action"])
     assert ct.num_rows == lake.count("ct") > 0 and all(ct.column("reasons").to_pylist())
     assert ct.schema.field("steps").type.value_type.names == ["action"]  # nested projection
@@ -58,7 +73,10 @@ def test_piles_are_thin_and_read_pile_joins_the_episodes(lake) -> None:
     assert read_pile(lake, "sft", ["episode_id"], filter=pc.field("episode_id") == one).column(0).to_pylist() == [one]
     fam = sft.column("task_family")[0].as_py()
     got = read_pile(lake, "sft", ["episode_id", "n_steps"], filter=pc.field("task_family") == fam)
-    assert got.num_rows == sum(1 for r in sft.to_pylist() if r["task_family"] == fam) and got.column_names == ["episode_id", "n_steps"]
+    assert got.num_rows == sum(1 for r in sft.to_pylist() if r["task_family"] == fam) and got.column_names == [
+        "episode_id",
+        "n_steps",
+    ]
     assert read_pile(lake, "sft", ["episode_id"], filter=pc.field("session_id") == "nope").num_rows == 0
     with pytest.raises(Exception, match="unknown column"):
         read_pile(lake, "sft", ["colour"])
@@ -69,7 +87,9 @@ def test_duckdb_pile_views_show_whole_episodes_and_thin_rows(lake) -> None:
     v_before = lake.version("sft")
     con = lake.duckdb()
     n = lake.count("sft")
-    assert con.sql("SELECT count(*) FROM sft").fetchone()[0] == n == con.sql("SELECT count(*) FROM sft_thin").fetchone()[0]
+    assert (
+        con.sql("SELECT count(*) FROM sft").fetchone()[0] == n == con.sql("SELECT count(*) FROM sft_thin").fetchone()[0]
+    )
     steps, rr = con.sql("SELECT len(steps), round_routed FROM sft LIMIT 1").fetchone()
     assert steps == 4 and rr == 1
     assert con.sql("SELECT count(*) FROM ct WHERE len(reasons) > 0").fetchone()[0] == lake.count("ct")
@@ -103,17 +123,22 @@ def test_projected_routing_reads_decide_exactly_as_whole_episodes(lake) -> None:
     r = plan.reads()
     assert r.step_fields is not None and "observation" not in r.step_fields and "proposals" not in r.step_fields
     assert r.dictionary_fields == ["screenshot_uri", "screenshot_sha256"]
-    parts = list(projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields))
+    parts = list(
+        projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields)
+    )
     assert len(parts) == 2
     projected = pa.concat_tables(parts)
     uri = projected.column("steps").chunk(0).values.field("screenshot_uri")
     assert pa.types.is_dictionary(uri.type)
-    assert sorted(len(p.column("steps").chunk(0).values.field("screenshot_uri").dictionary) for p in parts) == [8, 20_000]
+    assert sorted(len(p.column("steps").chunk(0).values.field("screenshot_uri").dictionary) for p in parts) == [
+        8,
+        20_000,
+    ]
     whole = lake.read("episodes")
     got = decide(EpisodeBatch(projected, r.loaded), plan, 1)
     want = decide(EpisodeBatch(whole), plan, 1)
 
-    def per_episode(t: pa.Table, d) -> dict:  # noqa: ANN001
+    def per_episode(t: pa.Table, d) -> dict:
         return dict(zip(t.column("episode_id").to_pylist(), zip(d.passed.tolist(), d.reasons.to_pylist())))
 
     assert per_episode(projected, got) == per_episode(whole, want)
@@ -129,7 +154,7 @@ def _crash_after_verdicts(uri: str) -> None:
     from storage import Lake as L
     from validators.routing import route_round as rr
 
-    def stop(stage, info):  # noqa: ANN001
+    def stop(stage, info):
         if stage == "verdicts_written":
             os._exit(3)
 
@@ -163,7 +188,13 @@ def test_a_lake_with_fat_piles_migrates_to_thin_and_keeps_its_history(lake) -> N
     _routed(lake, n=40)
     full = {p: read_pile(lake, p) for p in ("sft", "ct")}
     for p, rows in full.items():  # what an older flywheel wrote: whole episodes in the piles
-        write_deltalake(lake.table_uri(p), rows.cast(_fat(p)), mode="overwrite", schema_mode="overwrite", storage_options=lake.storage_options)
+        write_deltalake(
+            lake.table_uri(p),
+            rows.cast(_fat(p)),
+            mode="overwrite",
+            schema_mode="overwrite",
+            storage_options=lake.storage_options,
+        )
     m = lake.read_manifest()
     m["tables"].update({"sft": 1, "ct": 1})
     lake.objects.put_text(MANIFEST, json.dumps(m))
@@ -187,7 +218,11 @@ def test_a_lake_with_fat_piles_migrates_to_thin_and_keeps_its_history(lake) -> N
 
     # routing goes on: a copy of a legacy SFT episode is caught as a duplicate (its key rehashed from episodes)
     legacy = full["sft"].slice(0, 1)
-    copy = legacy.select(EPISODES.names).to_pylist()[0] | {"episode_id": "copy-of-legacy", "round": 2, "session_id": "again"}
+    copy = legacy.select(EPISODES.names).to_pylist()[0] | {
+        "episode_id": "copy-of-legacy",
+        "round": 2,
+        "session_id": "again",
+    }
     lake.append("episodes", pa.Table.from_pylist([copy], schema=EPISODES))
     s = route_round(lake, 2, policy=POLICY)
     assert (s.n_new, s.n_fail, s.reasons) == (1, 1, {"duplicate": 1})

@@ -5,20 +5,28 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flywheel.records import episodes_to_table
 from schemas.actions import ActionError, parse_action
+from schemas.records import episodes_to_table
 from tests.validators.factory import make_episode, store_png, with_step
 from validators.dedup import ExactDedup, NearDedup
 from validators.outcome import EnvVerdict, ReferenceAnswer
 from validators.registry import REGISTRY, load_policy, parse_policy
 from validators.review import HumanReview
-from validators.structural import ActionGrammar, MonotonicTime, OnScreen, Schema, Screenshot, StepLimit, Thoughts, actions_valid
-
-import pyarrow as pa
+from validators.structural import (
+    ActionGrammar,
+    MonotonicTime,
+    OnScreen,
+    Schema,
+    Screenshot,
+    StepLimit,
+    Thoughts,
+    actions_valid,
+)
 
 
 @pytest.fixture
@@ -41,16 +49,40 @@ def _fail_cases(shot):
         (StepLimit(), replace(ep, outcome="step_limit", episode_id=""), "step_limit"),
         (EnvVerdict(), replace(ep, env_passed=False, env_reward=0.0, episode_id=""), "env_failed"),
         (EnvVerdict(), replace(ep, env_passed=None, env_reward=None, episode_id=""), "no_env_verdict"),
-        (ReferenceAnswer(), replace(ep, reference_answer="42 apples", final_answer="7 pears", episode_id=""), "answer_mismatch"),
+        (
+            ReferenceAnswer(),
+            replace(ep, reference_answer="42 apples", final_answer="7 pears", episode_id=""),
+            "answer_mismatch",
+        ),
         (ReferenceAnswer(), replace(ep, reference_answer="42", final_answer=None, episode_id=""), "no_answer"),
-        (HumanReview(), replace(ep, meta={"reviews": [{"annotator": "a", "verdict": "good"}, {"annotator": "b", "verdict": "bad"}]}, episode_id=""), "review_disagreement"),
-        (HumanReview(), replace(ep, meta={"reviews": [{"annotator": "a", "passed": False}, {"annotator": "b", "passed": False}]}, episode_id=""), "review_rejected"),
+        (
+            HumanReview(),
+            replace(
+                ep,
+                meta={"reviews": [{"annotator": "a", "verdict": "good"}, {"annotator": "b", "verdict": "bad"}]},
+                episode_id="",
+            ),
+            "review_disagreement",
+        ),
+        (
+            HumanReview(),
+            replace(
+                ep,
+                meta={"reviews": [{"annotator": "a", "passed": False}, {"annotator": "b", "passed": False}]},
+                episode_id="",
+            ),
+            "review_rejected",
+        ),
         (HumanReview(require_two=True), ep, "review_missing"),
     ]
 
 
 def test_every_validator_passes_a_good_episode(shot):
-    ep = make_episode(shot, reference_answer="Done.", meta={"reviews": [{"annotator": "a", "verdict": "good"}, {"annotator": "b", "verdict": "good"}]})
+    ep = make_episode(
+        shot,
+        reference_answer="Done.",
+        meta={"reviews": [{"annotator": "a", "verdict": "good"}, {"annotator": "b", "verdict": "good"}]},
+    )
     for name, cls in REGISTRY.items():
         if name == "judge":
             continue  # tests/validators/test_judge.py
@@ -71,9 +103,15 @@ def test_failing_cases_have_their_reason_code(shot):
 
 def test_reference_answer_fuzzy_and_normalised(shot):
     ep = make_episode(shot)
-    exact = ReferenceAnswer().check(replace(ep, reference_answer="The Answer: 42!", final_answer="the answer 42", episode_id=""))
+    exact = ReferenceAnswer().check(
+        replace(ep, reference_answer="The Answer: 42!", final_answer="the answer 42", episode_id="")
+    )
     assert exact.passed and exact.details["match"] == "exact"
-    fuzzy = ReferenceAnswer().check(replace(ep, reference_answer="Quarterly report for 2024", final_answer="Quartely report for 2024", episode_id=""))
+    fuzzy = ReferenceAnswer().check(
+        replace(
+            ep, reference_answer="Quarterly report for 2024", final_answer="Quartely report for 2024", episode_id=""
+        )
+    )
     assert fuzzy.passed and fuzzy.details["match"] == "fuzzy" and fuzzy.score < 1
 
 
@@ -97,7 +135,11 @@ def test_near_dedup_catches_a_small_change(shot):
     a = make_episode(shot, i=1, n_steps=12)
     near = with_step(a, 3, action="click(point='<point>11 20</point>')")
     other = make_episode(shot, i=2, n_steps=12, instruction="Rename every photo in the holiday folder by date")
-    other = replace(other, steps=tuple(replace(s, action="scroll(point='<point>50 60</point>', direction='up')") for s in other.steps), episode_id="")
+    other = replace(
+        other,
+        steps=tuple(replace(s, action="scroll(point='<point>50 60</point>', direction='up')") for s in other.steps),
+        episode_id="",
+    )
     res = NearDedup(threshold=0.7).check_batch(episodes_to_table([a, near, other])).to_pylist()
     assert [r["passed"] for r in res] == [True, False, True]
     assert res[1]["reason"] == "duplicate"
@@ -118,7 +160,10 @@ def test_policy_file_and_errors(tmp_path):
 
 def test_params_change_the_version():
     assert StepLimit().version == "1"
-    assert StepLimit(max_steps=5).version.startswith("1+") and StepLimit(max_steps=5).version != StepLimit(max_steps=6).version
+    assert (
+        StepLimit(max_steps=5).version.startswith("1+")
+        and StepLimit(max_steps=5).version != StepLimit(max_steps=6).version
+    )
 
 
 # ------------------------------------------------------------------------------------- grammar agreement
@@ -132,11 +177,17 @@ def _parses(s: str) -> bool:
 
 action_like = st.one_of(
     st.text(max_size=40),
-    st.builds(lambda k, x, y: f"{k}(point='<point>{x} {y}</point>')", st.sampled_from(["click", "left_double", "right_single", "clik"]),
-              st.integers(-5, 20000), st.integers(0, 20000)),  # fmt: skip
+    st.builds(
+        lambda k, x, y: f"{k}(point='<point>{x} {y}</point>')",
+        st.sampled_from(["click", "left_double", "right_single", "clik"]),
+        st.integers(-5, 20000),
+        st.integers(0, 20000),
+    ),  # fmt: skip
     st.builds(lambda t: f"type(content='{t}')", st.text(max_size=15)),
     st.builds(lambda k: f"hotkey(key='{k}')", st.text(max_size=10)),
-    st.builds(lambda d: f"scroll(point='<point>1 2</point>', direction='{d}')", st.sampled_from(["up", "down", "sideways"])),
+    st.builds(
+        lambda d: f"scroll(point='<point>1 2</point>', direction='{d}')", st.sampled_from(["up", "down", "sideways"])
+    ),
     st.sampled_from(["wait()", "press_home()", "finished(content='x')", "wait( )", " click(point='(3,4)')"]),
 )
 
@@ -157,7 +208,9 @@ def episodes(draw, shot):
     steps = list(make_steps(n, shot, actions=acts))
     for i in range(n):
         if draw(st.booleans()):
-            steps[i] = replace(steps[i], t_start=draw(st.floats(-1, 10)), t_end=draw(st.one_of(st.none(), st.floats(-1, 10))))
+            steps[i] = replace(
+                steps[i], t_start=draw(st.floats(-1, 10)), t_end=draw(st.one_of(st.none(), st.floats(-1, 10)))
+            )
         if draw(st.integers(0, 4)) == 0:
             steps[i] = replace(steps[i], thought=draw(st.sampled_from(["", " ", "ok"])))
         if draw(st.integers(0, 6)) == 0:

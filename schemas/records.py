@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
-from flywheel import PIPELINE_VERSION
+from core import PIPELINE_VERSION
 from schemas.actions import Action, ActionError, parse_action
 from schemas.tables import EPISODES, STEP
 
@@ -144,7 +144,7 @@ class Episode:
         row["steps"] = [s.to_row() for s in self.steps]
         row["n_steps"] = len(self.steps)
         row["meta"] = json.dumps(self.meta, sort_keys=True, default=str) if self.meta else None
-        row["ingested_at"] = self.ingested_at or datetime.now(timezone.utc)
+        row["ingested_at"] = self.ingested_at or datetime.now(UTC)
         return row
 
     @classmethod
