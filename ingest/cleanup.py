@@ -14,19 +14,64 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
-FILLERS = r"(?:um+|uh+m*|erm+|er|ah+|hmm+|mhm|mm+|you know|i mean|sort of|kind of)"
-_FILLER = re.compile(rf"(?:(?<=^)|(?<=[\s,.;!?])){FILLERS}(?=$|[\s,.;!?])[,.]?", re.I)
+#: sounds that are never words when written in lower case; "ER", "UM" (acronyms) and capitalised ones inside a
+#: sentence ("the Um al Quwain tab") are names and stay
+DISFLUENCIES = re.compile(r"(?:u+m+|u+h+m*|e+r+m+|e+r+|a+h+|e+h+|h+m+|m+h+m+|m+m+)", re.I)
+#: words that continue a name after a capitalised "Um"/"Ah" at the start ("Um al Quwain", "Ah Ma temple")
+NAME_PARTICLES = {"al", "el", "bin", "ibn", "de", "da", "di", "del", "van", "von", "la", "le", "du", "ma"}
+#: "kind of" / "sort of" is a hedge only after a subject or a copula, and not before an article
+_HEDGE = re.compile(
+    r"\b(I|you|we|they|it|it's|that's|is|was|are|am|I'm|we're|they're|you're|looks|seems)\s+(?:kind|sort)\s+of\s+"
+    r"(?!(?:a|an|the|this|that|these|those|thing|things)\b)",
+    re.I,
+)
+#: "you know" / "I mean" are fillers only when set off by punctuation or the utterance's edges
+_ASIDE = re.compile(r"(^|[,.;!?]\s*)(?:you know|i mean)(?:,\s*|\s*(?=[.!?])|\s*$)", re.I)
 _CUTOFF = re.compile(r"\b\w+-(?=\s)")  # "I'll go- I'll click": a word cut off mid-way
 _WORD = re.compile(r"[A-Za-z0-9']+")
+_KEEP_DOUBLE = {"that", "had"}  # "I know that that file", "it had had"
+
+
+def _core(tok: str) -> str:
+    return re.sub(r"^[^\w']+|[^\w']+$", "", tok)
+
+
+def _is_filler(toks: list[str], i: int) -> bool:
+    """Whether toks[i] is a disfluency here: by its spelling, its case and its neighbours."""
+    core = _core(toks[i])
+    if not core or not DISFLUENCIES.fullmatch(core) or (len(core) > 1 and core.isupper()):
+        return False
+    if core[0].isupper():
+        initial = i == 0 or toks[i - 1][-1:] in ".!?"
+        if not initial:
+            return False  # a capitalised word inside a sentence is a name
+        nxt = _core(toks[i + 1]) if i + 1 < len(toks) else ""
+        if not toks[i].endswith(",") and nxt and (nxt.lower() in NAME_PARTICLES or (nxt[0].isupper() and nxt != "I")):
+            return False  # "Um al Quwain", "Ah Chrome" at a sentence start: a name
+    return True
+
+
+def _drop_fillers(s: str) -> str:
+    toks = s.split()
+    keep = []
+    for i, t in enumerate(toks):
+        if _is_filler(toks, i):
+            if t[-1:] in ".!?" and keep:  # the filler ended a sentence: the sentence still ends
+                keep[-1] = keep[-1].rstrip(",;:") + t[-1]
+            continue
+        keep.append(t)
+    return " ".join(keep)
 
 
 def _collapse_repeats(words: list[str], max_n: int = 4) -> list[str]:
-    """Drop immediate repeats of 1..max_n-grams ("I I think", "go to the go to the")."""
+    """Drop immediate repeats of 1..max_n-grams ("I I think", "go to the go to the"); never numbers ("4 4")
+    and never the grammatical doubles ("that that")."""
     norm = [re.sub(r"[^\w']", "", w).lower() for w in words]
     out: list[str] = []
     out_n: list[str] = []
@@ -34,7 +79,10 @@ def _collapse_repeats(words: list[str], max_n: int = 4) -> list[str]:
         out.append(w)
         out_n.append(n)
         for k in range(max_n, 0, -1):
-            if len(out_n) >= 2 * k and out_n[-k:] == out_n[-2 * k : -k] and all(out_n[-k:]):
+            gram = out_n[-k:]
+            if len(out_n) >= 2 * k and gram == out_n[-2 * k : -k] and all(gram):
+                if any(c.isdigit() for g in gram for c in g) or (k == 1 and gram[0] in _KEEP_DOUBLE):
+                    continue
                 del out[-k:]
                 del out_n[-k:]
                 break
@@ -42,13 +90,24 @@ def _collapse_repeats(words: list[str], max_n: int = 4) -> list[str]:
 
 
 def clean_rules(text: str) -> str:
-    """Fillers and false starts out, repeats collapsed, sentence case, 'i' -> 'I', final punctuation."""
+    """Fillers (in context) and false starts out, repeats collapsed, sentence case, 'i' -> 'I', final
+    punctuation. Every number and name of the input survives (checked: else the input is only re-cased)."""
     s = " ".join((text or "").split())
     if not s:
         return ""
-    s = _CUTOFF.sub("", s)
-    s = _FILLER.sub("", s)
-    s = " ".join(_collapse_repeats(s.split()))
+    out = _CUTOFF.sub("", s)
+    out = _ASIDE.sub(lambda m: m.group(1), out)
+    out = _HEDGE.sub(lambda m: m.group(1) + " ", out)
+    out = _drop_fillers(out)
+    out = " ".join(_collapse_repeats(out.split()))
+    out = _tidy(out)
+    if lost_facts(s, out):  # a rule took a number or a name: keep every word, tidy only
+        out = _tidy(s)
+    return out
+
+
+def _tidy(s: str) -> str:
+    s = " ".join(s.split())
     s = re.sub(r"\s+([,.;:!?])", r"\1", s)
     s = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", s)
     s = re.sub(r"^[\s,.;:]+", "", s)
@@ -66,12 +125,35 @@ def clean_rules(text: str) -> str:
 _NUM = re.compile(r"\d+(?:[.,]\d+)?")
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,})[\"“”]|(?<!\w)'([^']{2,})'(?!\w)")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z]+")
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]+\b")
+
+
+def facts(text: str) -> list[str]:
+    """The numbers, names (capitalised inside a sentence) and acronyms of a text, lower-cased."""
+    names = [n for n in _NAME.findall(text) if n != "I"]
+    initial_acronyms = [a for a in _ACRONYM.findall(text) if a not in names]  # "ER" first in a sentence
+    return sorted(x.lower() for x in _NUM.findall(text) + names + initial_acronyms)
+
+
+def lost_facts(raw: str, cleaned: str) -> list[str]:
+    """Numbers and names of `raw` that `cleaned` no longer holds (as many times as raw has them)."""
+    have = Counter(_WORD.findall(cleaned.lower()) + _NUM.findall(cleaned))
+    lost = []
+    for f in facts(raw):
+        if have[f] > 0:
+            have[f] -= 1
+        else:
+            lost.append(f)
+    return lost
 
 
 def guard(raw: str, cleaned: str) -> str | None:
     """None when `cleaned` keeps the facts of `raw`; otherwise the reason it is rejected."""
     if not cleaned.strip():
         return "empty output"
+    lost = lost_facts(raw, cleaned)
+    if lost:
+        return f"drops {lost[0]!r} of the transcript"
     low = raw.lower()
     raw_words = set(_WORD.findall(low))
     for n in _NUM.findall(cleaned):

@@ -10,6 +10,9 @@ left clicks within `double_click_s` and `drag_px` -> left_double; right button -
 without ctrl/alt/cmd -> one type(content) with backspace applied (enter ends it with "\\n"); with a modifier,
 or a named key (tab, esc, arrows, f-keys, ...) -> hotkey. Wheel ticks in one direction no more than
 `scroll_gap_s` apart -> one scroll. Coordinates are multiplied by `scale` (screen -> screenshot pixels).
+A run of keystrokes is split where the annotator spoke during a pause in it (a word's midpoint in a gap of at
+least `split_gap_s`): "press enter to confirm the title", said after typing and before Enter, then belongs to
+the Enter, not to the next click.
 """
 
 from __future__ import annotations
@@ -179,8 +182,11 @@ def reduce_events(
     double_click_s: float = 0.5,
     drag_px: float = 5.0,
     scroll_gap_s: float = 1.0,
+    speech_times: Sequence[float] = (),
+    split_gap_s: float = 1.0,
 ) -> list[TimedAction]:
-    """Reduce validated raw events (session times) to timed actions in screenshot pixels."""
+    """Reduce validated raw events (session times) to timed actions in screenshot pixels. speech_times: the
+    session times of spoken words (midpoints), where a keystroke run is split."""
     table = events if isinstance(events, pa.Table) else to_table(events)
     table = table.filter(pc.not_equal(table.column("type"), "mouse_move"))  # the bulk: bare moves go first
     sx, sy = scale
@@ -208,6 +214,14 @@ def reduce_events(
             x, y = px(scroll["x"], scroll["y"])
             out.append(TimedAction(scroll["t0"], scroll["t1"], Action("scroll", x=x, y=y, direction=scroll["dir"])))
         scroll = None
+
+    spoken = np.sort(np.asarray(speech_times, dtype=float))
+
+    def spoke_since_last_key(t: float) -> bool:
+        if not buf_t or t - buf_t[-1] < split_gap_s or not spoken.size:
+            return False
+        i = int(np.searchsorted(spoken, buf_t[-1], side="right"))
+        return i < spoken.size and spoken[i] < t
 
     def hotkey(t: float, keys: Iterable[str]) -> None:
         flush_type()
@@ -284,6 +298,8 @@ def reduce_events(
             hotkey(t, [m for m in MOD_ORDER if m in mods + shift] + [k.lower()])
             continue
         flush_scroll()
+        if spoke_since_last_key(t):
+            flush_type()
         if len(k) == 1:
             buf.append(k.upper() if "shift" in held and k.isalpha() else k)
             buf_t.append(t)

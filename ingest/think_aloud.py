@@ -36,11 +36,14 @@ from ingest.archives import (  # re-exported: callers name them as think_aloud's
     kind_of,
     open_input,
 )
-from ingest.asr import AsrConfig, AudioError, Transcript, load_audio, transcribe
-from ingest.events import EventError, parse_jsonl, reduce_events, to_table, validate
+from ingest.asr import AsrConfig, AudioError, Transcript, load_audio
+from ingest.channels import transcribe_channels
+from ingest.events import EventError, TimedAction, parse_jsonl, reduce_events, to_table, validate
 from ingest.formats.bundle import MANIFEST, BundleManifest, load_schema
 from ingest.land import LandResult, Quarantined, land
+from ingest.language import session_language
 from ingest.pii import pseudonym, redact, redact_obj
+from ingest.priming import vocabulary_prompt
 from ingest.session import IngestError, SessionData
 from ingest.video import VideoError, frames_before, probe
 from schemas.actions import Action, ActionError, format_action
@@ -228,16 +231,18 @@ def _declared_seconds(path: Path) -> float | None:
 
 
 def speech_for(s: SessionData, opts: IngestOptions) -> Transcript | None:
-    """The session's transcript on the session clock: ASR of the audio, or the bundle's transcript.jsonl."""
+    """The session's transcript on the session clock: ASR of the audio (per channel when the channels differ,
+    primed with the session's vocabulary), or the bundle's transcript.jsonl."""
     m = s.manifest
     if m.audio:
         path = _inside(s.folder, m.audio, "audio")
-        audio = load_audio(path)
+        stereo = load_audio(path, split_stereo=True)
         declared = _declared_seconds(path)
-        got = audio.size / 16000
+        got = stereo.shape[-1] / 16000
         if declared and got < declared - 0.5:
             raise AudioError("audio_truncated", f"the audio header says {declared:.1f} s but only {got:.1f} s decode")
-        return transcribe(audio, opts.asr).shifted(m.offset("audio"))
+        prompt = vocabulary_prompt(m.instruction, m.app, m.elements)
+        return transcribe_channels(stereo, opts.asr, prompt).shifted(m.offset("audio"))
     if m.transcript:
         from ingest.asr import Segment, Word
 
@@ -254,14 +259,31 @@ def speech_for(s: SessionData, opts: IngestOptions) -> Transcript | None:
             dt = (b - a) / max(1, len(words))
             segs.append(
                 Segment(
-                    a, b, text, 1.0, 0.0, tuple(Word(a + i * dt, a + (i + 1) * dt, w, 1.0) for i, w in enumerate(words))
+                    a,
+                    b,
+                    text,
+                    1.0,
+                    0.0,
+                    tuple(Word(a + i * dt, a + (i + 1) * dt, " " + w, 1.0) for i, w in enumerate(words)),
                 )
             )
-        return Transcript("transcript.jsonl", "en", 0.0, tuple(segs))
+        return Transcript("transcript.jsonl", None, 0.0, tuple(segs))
     return None
 
 
 # --- one session ------------------------------------------------------------------------------------------------
+
+
+def _actions(s: SessionData, scale: tuple[float, float], spoken: Sequence[float]) -> list[TimedAction]:
+    actions = reduce_events(s.events, scale=scale, speech_times=spoken)
+    if s.drop_after is not None:
+        dropped = [a for a in actions if a.t_start > s.drop_after]
+        actions = [a for a in actions if a.t_start <= s.drop_after]
+        if dropped:
+            s.meta["recorder_control_dropped"] = [format_action(a.action) for a in dropped]
+    if not actions:
+        raise IngestError("no_actions", "the events reduce to no action (only pointer moves or nothing)")
+    return actions
 
 
 def build_episode(
@@ -275,15 +297,22 @@ def build_episode(
     m = s.manifest
     validate(s.events, *(s.validate_size or (m.screen_width, m.screen_height)))
     shot_w, shot_h = _screen_size(s)
-    actions = reduce_events(s.events, scale=(shot_w / m.screen_width, shot_h / m.screen_height))
-    if s.drop_after is not None:
-        dropped = [a for a in actions if a.t_start > s.drop_after]
-        actions = [a for a in actions if a.t_start <= s.drop_after]
-        if dropped:
-            s.meta["recorder_control_dropped"] = [format_action(a.action) for a in dropped]
-    if not actions:
-        raise IngestError("no_actions", "the events reduce to no action (only pointer moves or nothing)")
+    scale = (shot_w / m.screen_width, shot_h / m.screen_height)
+    actions = _actions(s, scale, ())  # no_actions is found before any model runs
     timings["events_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    transcript = speech_for(s, opts)
+    timings["asr_s"] = time.perf_counter() - t0
+    timings["audio_s"] = transcript.duration_s if transcript else 0.0
+
+    t0 = time.perf_counter()
+    spoken = (
+        [(w.t_start + w.t_end) / 2 for g in transcript.segments if not g.flags for w in g.words] if transcript else []
+    )
+    if spoken:
+        actions = _actions(s, scale, spoken)  # speech in a pause splits a keystroke run
+    timings["events_s"] += time.perf_counter() - t0
 
     t0 = time.perf_counter()
     times = [a.t_start for a in actions]
@@ -291,11 +320,6 @@ def build_episode(
     uris = [lake.objects.put_object(p, ".png") for p in pngs]
     shas = [hashlib.sha256(p).hexdigest() for p in pngs]
     timings["screens_s"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    transcript = speech_for(s, opts)
-    timings["asr_s"] = time.perf_counter() - t0
-    timings["audio_s"] = transcript.duration_s if transcript else 0.0
 
     t0 = time.perf_counter()
     aligned, metrics = align_mod.align(times, transcript, opts.tolerance_s)
@@ -325,8 +349,17 @@ def build_episode(
     problems = list(s.problems)
     if transcript is None:
         problems.append("no_audio")
-    if metrics.hallucinated_segments:
-        problems.append(f"hallucinated_segments:{metrics.hallucinated_segments}")
+    elif not metrics.thought_share:
+        problems.append("no_speech")  # every step is flagged; the session says so too
+    for name, n in (("hallucinated_segments", metrics.hallucinated_segments),
+                    ("other_language_segments", metrics.other_language_segments),
+                    ("low_confidence_segments", metrics.low_confidence_segments)):  # fmt: skip
+        if n:
+            problems.append(f"{name}:{n}")
+    rejected = sum(1 for st in steps if st.thought_flag == "llm_rejected")
+    if rejected:
+        problems.append(f"llm_rejected:{rejected}")
+    language, language_prob = session_language(transcript.segments) if transcript else (None, None)
     if off_screen:
         problems.append(f"actions_outside_screenshot:{off_screen}")
     annotator = pseudonym(m.annotator_id, opts.salt)
@@ -339,6 +372,9 @@ def build_episode(
             "screen_recorded": [m.screen_width, m.screen_height],
             "bundle_meta": m.meta,
             "content_sha256": s.content_sha256,
+            "asr_language": language,
+            "asr_language_prob": language_prob,
+            "transcript": utterances(transcript),
             **s.meta,
         }
     )
@@ -380,6 +416,9 @@ def build_episode(
         "asr_model": transcript.model if transcript else None,
         "asr_confidence": metrics.asr_confidence,
         "unaligned_speech_s": metrics.unaligned_speech_s,
+        "asr_language": language,
+        "asr_language_prob": language_prob,
+        "cleanup_rejections": rejected,
         "override_rate": None,
         "problems": problems,
         "pipeline_version": PIPELINE_VERSION,
@@ -387,6 +426,23 @@ def build_episode(
     }
     timings["rest_s"] = time.perf_counter() - t0
     return ep, row
+
+
+def utterances(transcript: Transcript | None) -> list[dict[str, Any]]:
+    """The raw transcript, every segment (flagged ones too: other languages are kept here, not as thoughts)."""
+    return [
+        {
+            "t_start": _round(g.t_start, 3),
+            "t_end": _round(g.t_end, 3),
+            "channel": g.channel,
+            "text": g.text,
+            "language": g.language,
+            "language_prob": None if g.language_prob is None else _round(g.language_prob, 4),
+            "confidence": _round(g.confidence, 4),
+            "flags": list(g.flags),
+        }
+        for g in (transcript.segments if transcript else ())
+    ]
 
 
 ERRORS = (IngestError, EventError, AudioError, VideoError)

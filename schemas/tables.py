@@ -118,6 +118,9 @@ SESSIONS = pa.schema(
         pa.field("asr_model", pa.string()),
         pa.field("asr_confidence", pa.float64()),
         pa.field("unaligned_speech_s", pa.float64()),
+        pa.field("asr_language", pa.string()),  # v2: the language with the most speech seconds
+        pa.field("asr_language_prob", pa.float64()),  # v2: its identified probability (None: not identified)
+        pa.field("cleanup_rejections", pa.int32()),  # v2: steps whose LLM cleanup the guard rejected
         pa.field("override_rate", pa.float64()),
         pa.field("problems", pa.list_(pa.string())),
         pa.field("pipeline_version", pa.string()),
@@ -261,7 +264,7 @@ class TableSpec:
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in [
-        TableSpec("sessions", SESSIONS, ("session_id",), doc="one row per uploaded bundle or file"),
+        TableSpec("sessions", SESSIONS, ("session_id",), version=2, doc="one row per uploaded bundle or file"),
         TableSpec("episodes", EPISODES, ("episode_id",), doc="one row per trajectory", indexed=True),
         # verdicts, sft, ct: routing only ever judges and routes an episode in its own round (episodes.round)
         TableSpec(

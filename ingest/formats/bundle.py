@@ -88,6 +88,7 @@ class BundleManifest:
     video: str | None = None
     transcript: str | None = None
     screenshots: tuple[Screenshot, ...] = ()
+    elements: tuple[str, ...] = ()  # names of on-screen elements (text observation / accessibility): ASR priming
     meta: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT
 
@@ -97,7 +98,8 @@ class BundleManifest:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["screenshots"] = [asdict(s) for s in self.screenshots]
-        return {k: v for k, v in d.items() if v is not None}
+        d["elements"] = list(self.elements)
+        return {k: v for k, v in d.items() if v is not None and not (k == "elements" and not v)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> BundleManifest:
@@ -105,6 +107,7 @@ class BundleManifest:
         kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         kw["screenshots"] = tuple(Screenshot(float(s["t"]), str(s["file"])) for s in d.get("screenshots") or [])
         kw["clock_offsets"] = {k: float(v) for k, v in (d.get("clock_offsets") or {}).items()}
+        kw["elements"] = tuple(str(e) for e in d.get("elements") or ())
         return cls(**kw)
 
 

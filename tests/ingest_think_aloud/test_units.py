@@ -119,9 +119,9 @@ def test_alignment_assigns_words_to_the_following_action() -> None:
     W = asr.Word
     segs = (
         asr.Segment(0.0, 3.0, "open the menu now type", 0.9, 0.0,
-                    (W(0.0, 0.5, "open", 0.9), W(0.5, 1.0, "the", 0.9), W(1.0, 1.5, "menu", 0.9), W(2.2, 2.6, "now", 0.8), W(2.6, 3.0, "type", 0.8))),
-        asr.Segment(9.0, 9.5, "bye", 0.9, 0.0, (W(9.0, 9.5, "bye", 0.9),)),
-        asr.Segment(4.0, 5.0, "la la la la", 0.1, 0.9, (W(4.0, 5.0, "la la la la", 0.1),), ("repeated_ngram",)),
+                    (W(0.0, 0.5, " open", 0.9), W(0.5, 1.0, " the", 0.9), W(1.0, 1.5, " menu", 0.9), W(2.2, 2.6, " now", 0.8), W(2.6, 3.0, " type", 0.8))),
+        asr.Segment(9.0, 9.5, " bye", 0.9, 0.0, (W(9.0, 9.5, " bye", 0.9),)),
+        asr.Segment(4.0, 5.0, " la la la la", 0.1, 0.9, (W(4.0, 5.0, " la la la la", 0.1),), ("repeated_ngram",)),
     )  # fmt: skip
     tr = asr.Transcript("m", "en", 10.0, segs)
     out, m = align([1.6, 3.1, 6.0], tr, tolerance_s=0.3)

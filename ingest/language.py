@@ -1,0 +1,85 @@
+"""Language of each utterance: which segments may become thoughts, and which are another language's speech.
+
+Why a gate: the bundled model is English-only, so it hears German as confident-looking English gibberish and
+reports "en" whatever was said. A multilingual model (Whisper base) identifies the language, but one call
+costs a full 30 s encoder pass, too slow to run on every segment within the 10x-real-time budget. The English
+model's own confidence is the gate: segments it decoded with confidence >= `AsrConfig.lid_below` keep its
+language (probability None: not asked), the rest are identified. Speech outside `AsrConfig.languages` keeps
+its raw text (re-transcribed by `multilingual_model` when one is set) and is flagged "other_language"; other
+unsure speech is flagged "low_confidence". Flagged segments never become thoughts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ingest.asr import HALLUCINATION_FLAGS, SAMPLE_RATE, Segment, _faster_whisper, decode, resolve_model, shift_segment
+
+if TYPE_CHECKING:
+    from ingest.asr import AsrConfig
+
+
+def identify(audio: np.ndarray, cfg: AsrConfig) -> tuple[str, float]:
+    """(language, probability) of a clip by the multilingual `cfg.lid_model`."""
+    _, path = resolve_model(cfg.lid_model or "base")
+    model = _faster_whisper(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
+    lang, prob, _ = model.detect_language(audio, language_detection_segments=1)
+    return str(lang), float(prob)
+
+
+def _clip(audio: np.ndarray, seg: Segment, pad_s: float = 0.1) -> np.ndarray:
+    return audio[max(0, int((seg.t_start - pad_s) * SAMPLE_RATE)) : int((seg.t_end + pad_s) * SAMPLE_RATE)]
+
+
+def _retranscribe(seg: Segment, audio: np.ndarray, cfg: AsrConfig, lang: str) -> Segment:
+    """The segment as the multilingual model hears it in its own language (text and words; flags kept)."""
+    start = max(0.0, seg.t_start - 0.1)
+    clip = audio[int(start * SAMPLE_RATE) : int((seg.t_end + 0.1) * SAMPLE_RATE)]
+    segs, _ = decode(clip, cfg.multilingual_model or "base", replace(cfg, vad=False), lang)
+    segs = [shift_segment(s, start) for s in segs if s.text]
+    if not segs:
+        return seg
+    words = tuple(w for s in segs for w in s.words)
+    return replace(seg, text=" ".join(s.text for s in segs), words=words)
+
+
+def identify_segments(
+    segments: Sequence[Segment], audio: np.ndarray, cfg: AsrConfig, decoded: str | None
+) -> list[Segment]:
+    """Each segment with its language, probability and language/confidence flags (see the module docstring)."""
+    out = []
+    for seg in segments:
+        if any(f in HALLUCINATION_FLAGS for f in seg.flags):
+            out.append(seg)
+            continue
+        lang, prob = decoded or cfg.language, None
+        if cfg.lid_model and seg.confidence < cfg.lid_below:
+            lang, prob = identify(_clip(audio, seg), cfg)
+        flags = list(seg.flags)
+        if lang not in cfg.languages:
+            flags.append("other_language")
+            if cfg.multilingual_model:
+                seg = _retranscribe(seg, audio, cfg, lang)
+        elif seg.confidence < cfg.low_confidence:
+            flags.append("low_confidence")
+        out.append(replace(seg, flags=tuple(flags), language=lang, language_prob=prob))
+    return out
+
+
+def session_language(segments: Sequence[Segment]) -> tuple[str | None, float | None]:
+    """The language with the most speech seconds, and its mean identified probability weighted by duration
+    (None when no segment of it was identified: the English-only model was confident throughout)."""
+    secs: dict[str, float] = {}
+    for s in segments:
+        if s.language:
+            secs[s.language] = secs.get(s.language, 0.0) + s.t_end - s.t_start
+    if not secs:
+        return None, None
+    lang = max(secs, key=lambda k: secs[k])
+    known = [(s.language_prob, s.t_end - s.t_start) for s in segments if s.language == lang and s.language_prob]
+    w = sum(d for _, d in known)
+    return lang, (round(sum(p * d for p, d in known) / w, 4) if w > 0 else None)
