@@ -42,9 +42,9 @@ class Settings(BaseSettings):
     asr_beam_size: int = 1
     asr_languages: list[str] = ["en"]  # speech in other languages stays in the raw transcript, never a thought
     asr_lid_model: str | None = "base"  # multilingual Whisper that identifies unsure segments' language; None: off
-    asr_lid_below: float = 0.5  # segments decoded with confidence below this get their language identified
+    asr_lid_below: float = 0.75  # segments decoded with confidence below this get their language identified
     asr_multilingual_model: str | None = None  # e.g. "base": transcribes other-language segments in their language
-    asr_low_confidence: float = 0.3  # segments below this confidence are flagged low_confidence, not thoughts
+    asr_low_confidence: float = 0.4  # segments below this confidence are flagged low_confidence, not thoughts
     asr_priming: bool = True  # the session's instruction, app and element names as Whisper's initial prompt
     cleanup_backend: str = "rules"  # rules | llm
     llm_model: str | None = None  # local model folder/GGUF, or an OpenAI-compatible URL

@@ -3,7 +3,8 @@
 Speech is assigned word by word (by each word's midpoint), so one ASR segment that runs across an action is
 split there: words between the previous action and this one (both shifted by `tolerance_s`, because people
 finish a sentence while already clicking) belong to this action. Words after the last action are unaligned
-speech. Words of flagged segments (hallucinations, another language, low confidence) are never used as
+speech. Within a step, words are joined utterance by utterance in order of the utterances' starts, so two
+speakers talking at once (two channels) are not interleaved word by word. Words of flagged segments (hallucinations, another language, low confidence) are never used as
 thoughts; a step left without trusted words says which flag took them (else "no_speech").
 """
 
@@ -42,7 +43,7 @@ def align(
     """Assign transcript words to actions (action_times: sorted session times of each action's start)."""
     n = len(action_times)
     bounds = [t + tolerance_s for t in action_times]  # word belongs to the first action whose bound >= midpoint
-    buckets: list[list[Word]] = [[] for _ in range(n)]
+    buckets: list[list[tuple[float, int, Word]]] = [[] for _ in range(n)]  # (utterance start, channel, word)
     dropped: list[set[str]] = [set() for _ in range(n)]  # why words of this step were not used
     unaligned = 0.0
     counts = {"hallucination": 0, "other_language": 0, "low_confidence": 0}
@@ -61,9 +62,10 @@ def align(
             if why:
                 dropped[i].add(why)
             else:
-                buckets[i].append(w)
+                buckets[i].append((seg.t_start, seg.channel, w))
     out = []
-    for i, ws in enumerate(buckets):
+    for i, bucket in enumerate(buckets):
+        ws = [w for *_, w in sorted(bucket, key=lambda b: (b[0], b[1], b[2].t_start))]  # whole utterances, by start
         if ws:
             out.append(
                 AlignedSpeech(

@@ -166,6 +166,31 @@ def flag_segment(seg: Segment, audio: np.ndarray | None, silence_db: float = -50
     return replace(seg, flags=tuple(flags))
 
 
+def utterances(seg: Segment, gap_s: float = 0.5) -> list[Segment]:
+    """A Whisper segment split where its words pause for gap_s or more, each piece with its own confidence: the
+    geometric mean of its word probabilities. Why: one segment can run over a whole 30 s window, several
+    utterances (and languages) long, and faster-whisper's avg_logprob is one value for the whole window, so a
+    German sentence between English ones looked as sure as they did."""
+    if not seg.words:
+        return [seg]
+    runs: list[list[Word]] = [[seg.words[0]]]
+    for w in seg.words[1:]:
+        if w.t_start - runs[-1][-1].t_end >= gap_s:
+            runs.append([])
+        runs[-1].append(w)
+    return [
+        replace(
+            seg,
+            t_start=min(seg.t_start, r[0].t_start) if i == 0 else r[0].t_start,
+            t_end=max(seg.t_end, r[-1].t_end) if i == len(runs) - 1 else r[-1].t_end,
+            text=join_words(r),
+            confidence=float(math.exp(sum(math.log(max(w.probability, 1e-6)) for w in r) / len(r))),
+            words=tuple(r),
+        )
+        for i, r in enumerate(runs)
+    ]
+
+
 # --- backends ---------------------------------------------------------------------------------------------------
 
 
@@ -249,9 +274,9 @@ class AsrConfig:
     vad: bool = True
     languages: tuple[str, ...] = ("en",)  # speech in other languages is kept raw but never becomes a thought
     lid_model: str | None = "base"  # multilingual model that identifies the language of unsure segments
-    lid_below: float = 0.5  # segments the main model decodes with confidence below this are identified
+    lid_below: float = 0.75  # segments the main model decodes with confidence below this are identified
     multilingual_model: str | None = None  # transcribes other-language segments instead (e.g. "base")
-    low_confidence: float = 0.3  # segments below this confidence are flagged and not used as thoughts
+    low_confidence: float = 0.4  # segments below this confidence are flagged and not used as thoughts
     priming: bool = True  # pass the session's instruction, app and element names as the initial prompt
 
     @classmethod
@@ -336,7 +361,7 @@ def transcribe(
     backend, path = resolve_model(cfg.model)
     t0 = time.perf_counter()
     out, language = decode(audio, cfg.model, cfg, cfg.language, prompt if cfg.priming else None)
-    segments = [replace(flag_segment(s, audio), channel=channel) for s in out if s.text]
+    segments = [replace(flag_segment(u, audio), channel=channel) for s in out if s.text for u in utterances(s)]
     secs = time.perf_counter() - t0
     label = "tiny.en" if cfg.model in ("tiny.en", "default") else Path(path).name
     return Transcript(f"{backend}:{label}", language, audio.size / SAMPLE_RATE, tuple(segments), secs)

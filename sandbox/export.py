@@ -85,9 +85,14 @@ def write_think_aloud(
     archive: str | None = None,
     app: str = APP,
     platform: str = PLATFORM,
+    voice: str = "en-us",
+    wpm: int = 150,
+    gap_s: float = 0.6,
 ) -> Path:
     """One attempt -> one think-aloud bundle (folder, or .zip/.tar.gz with `archive`). Screenshots are
-    included when the attempt was run with screenshots=True. `app`/`platform` name the environment backend."""
+    included when the attempt was run with screenshots=True. `app`/`platform` name the environment backend;
+    voice (espeak-ng), wpm and gap_s (the pause around each action) shape the spoken thoughts. The element
+    names of the text observations go into the manifest's `elements` (they prime ASR)."""
     from ingest.formats.bundle import BundleManifest, ScriptedStep, build_think_aloud_bundle
 
     t = a.task
@@ -95,10 +100,24 @@ def write_think_aloud(
     m = BundleManifest(
         session_id=sid, instruction=t.instruction, screen_width=t.width, screen_height=t.height,
         annotator_id=annotator_id or f"sandbox-{a.policy}", group=a.policy if a.policy in ("expert", "novice") else None,
-        task_id=t.task_id, app=app, platform=platform, meta=_meta(a),
+        task_id=t.task_id, app=app, platform=platform, meta=_meta(a), elements=element_names(a),
     )  # fmt: skip
     steps = [ScriptedStep(s.thought, action_events(s.action), s.screenshot) for s in a.steps]
-    return build_think_aloud_bundle(Path(out_dir) / sid, m, steps, archive=archive, speech=speech)
+    return build_think_aloud_bundle(Path(out_dir) / sid, m, steps, gap_s=gap_s, archive=archive, speech=speech,
+                                    voice=voice, wpm=wpm)  # fmt: skip
+
+
+def element_names(a: Attempt) -> tuple[str, ...]:
+    """The names of the elements listed on the attempt's text screens, in order of first appearance."""
+    from schemas.prompt import SCREEN_LINE
+
+    names: dict[str, None] = {}
+    for s in a.steps:
+        for line in (s.observation or "").splitlines():
+            m = SCREEN_LINE.match(line.strip())
+            if m and m["name"]:
+                names.setdefault(m["name"], None)
+    return tuple(names)
 
 
 def write_annotations(

@@ -30,8 +30,10 @@ API (what other packages call)::
     speak_script(script, wav_path, sample_rate=16000) -> list[(t0, t1, text)] | None
         script [(t, text)]: speaks each text with espeak-ng starting at t (pushed later if the previous
         utterance is still running); returns the actual spans, or None when espeak-ng is missing.
-    build_think_aloud_bundle(out_dir, manifest, steps, gap_s=0.6, archive=None, speech=True) -> Path
-        steps [ScriptedStep(thought, events, screenshot)]: speaks each thought, then plays the step's events
+    build_think_aloud_bundle(out_dir, manifest, steps, gap_s=0.6, archive=None, speech=True, voice="en-us",
+                             wpm=150, channels=1, aside_voice="en-gb") -> Path
+        steps [ScriptedStep(thought, events, screenshot, voice=, wpm=, pause_s=, channel=, aside=)]: speaks
+        each thought (a second speaker's aside at the same time, on channel 1), then plays the step's events
         (times relative to the step's action start) after the speech; the screenshot is stamped just before.
         Without espeak-ng (or speech=False) the thoughts go into transcript.jsonl instead of audio.
     click_events / double_click_events / right_click_events / drag_events / type_events /
@@ -305,11 +307,20 @@ def speak_script(
 @dataclass(frozen=True)
 class ScriptedStep:
     """One demonstrator step: the thought spoken before the action, the action's raw events (times relative to
-    the action start), and optionally the screen just before the action (PNG bytes)."""
+    the action start), and optionally the screen just before the action (PNG bytes).
+
+    voice / wpm override the bundle's for this thought (espeak-ng voice names: en-us, en-gb, de, fr, ...);
+    pause_s is silence before it; channel puts it on one channel of a two-channel recording (None: both);
+    aside is a second speaker's line, said at the same time on channel 1 (mixed in when the bundle is mono)."""
 
     thought: str
     events: Sequence[dict[str, Any]]
     screenshot: bytes | None = None
+    voice: str | None = None
+    wpm: int | None = None
+    pause_s: float = 0.0
+    channel: int | None = None
+    aside: str = ""
 
 
 def build_think_aloud_bundle(
@@ -320,33 +331,43 @@ def build_think_aloud_bundle(
     lead_s: float = 0.5,
     archive: str | None = None,
     speech: bool = True,
+    voice: str = "en-us",
+    wpm: int = 150,
+    channels: int = 1,
+    aside_voice: str = "en-gb",
 ) -> Path:
     """Lay out thought -> action -> thought -> action on one timeline and write the bundle.
 
-    Speech for step i starts after step i-1's events end (+gap); the action starts gap_s after the speech ends.
-    With speech (and espeak-ng present) the audio is a WAV; otherwise the thoughts go to transcript.jsonl with
-    estimated spans (0.4 s per word), so the bundle still carries its thoughts.
+    Speech for step i starts after step i-1's events end (+gap, + the step's pause_s); the action starts gap_s
+    after the speech ends. With speech (and espeak-ng present) the audio is a WAV (`channels` 1 or 2);
+    otherwise the thoughts go to transcript.jsonl with estimated spans (0.4 s per word), so the bundle still
+    carries its thoughts.
     """
     use_speech = speech and espeak_available()
     import numpy as np
 
     sr = 16000
     t = lead_s
-    clips: list[tuple[float, Any]] = []
+    clips: list[tuple[float, int | None, Any]] = []
     spans: list[tuple[float, float, str]] = []
     events: list[dict[str, Any]] = []
     shots: list[tuple[float, bytes]] = []
     for st in steps:
-        if st.thought:
+        t += st.pause_s
+        dur = 0.0
+        for text, ch, v, w in ((st.thought, st.channel, st.voice or voice, st.wpm or wpm),
+                               (st.aside, 1, aside_voice, st.wpm or wpm)):  # fmt: skip
+            if not text:
+                continue
             if use_speech:
-                clip = synthesize(st.thought, sr)
-                dur = len(clip) / sr
-                clips.append((t, clip))
+                clip = synthesize(text, sr, v, w)
+                clips.append((t, ch if channels == 2 else None, clip))
+                d = len(clip) / sr
             else:
-                dur = 0.4 * max(1, len(st.thought.split()))
-            spans.append((round(t, 3), round(t + dur, 3), st.thought))
-            t += dur
-        t += gap_s
+                d = 0.4 * max(1, len(text.split()))
+            spans.append((round(t, 3), round(t + d, 3), text))
+            dur = max(dur, d)
+        t += dur + gap_s
         if st.screenshot is not None:
             shots.append((round(t - 0.1, 3), st.screenshot))
         ev = shift(st.events, t)
@@ -355,14 +376,15 @@ def build_think_aloud_bundle(
     events.sort(key=lambda e: e["t"])
     audio = None
     if use_speech:
-        buf = np.zeros(int((t + 1.0) * sr), dtype="float32")
-        for t0, clip in clips:
+        buf = np.zeros((channels, int((t + 1.0) * sr)), dtype="float32")
+        for t0, ch, clip in clips:
             i = int(t0 * sr)
-            buf[i : i + len(clip)] += clip
+            rows = [ch] if ch is not None else list(range(channels))
+            buf[rows, i : i + len(clip)] += clip
         import soundfile as sf
 
         bio = io.BytesIO()
-        sf.write(bio, buf, sr, format="WAV", subtype="PCM_16")
+        sf.write(bio, np.clip(buf.T, -1.0, 1.0), sr, format="WAV", subtype="PCM_16")
         audio = bio.getvalue()
     return write_bundle(
         out_dir,
@@ -370,7 +392,7 @@ def build_think_aloud_bundle(
         events,
         audio=audio,
         screenshots=shots or None,
-        transcript=None if use_speech else spans,
+        transcript=None if use_speech else sorted(spans),
         archive=archive,
         audio_name="audio.wav",
     )
