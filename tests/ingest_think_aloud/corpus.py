@@ -170,7 +170,8 @@ def build(case: Case, root: Path) -> Path:
 
 
 def words(s: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", s.lower())
+    """Lower-case words; "1,800" and "1800" are one word (number formatting is not a recognition error)."""
+    return re.findall(r"[a-z0-9']+", re.sub(r"(?<=\d),(?=\d{3})", "", s.lower()))
 
 
 def edits(ref: str, hyp: str) -> tuple[int, int]:
@@ -179,11 +180,18 @@ def edits(ref: str, hyp: str) -> tuple[int, int]:
     return Levenshtein.distance(r, words(hyp)), len(r)
 
 
-def on_right_action(expected: str, thought: str) -> bool:
-    if not expected:
-        return thought == ""
-    e, n = edits(expected, thought)
-    return e / max(1, n) <= 0.3
+def on_right_action(expected: Sequence[str], i: int, thought: str) -> bool:
+    """Whether step i's thought is its own: empty where nothing was said, else closer (by word edits per word) to
+    this step's script than to either neighbour's. Recognition errors do not move a thought to another action."""
+    if not expected[i] or not thought:
+        return not expected[i] and not thought
+
+    def dist(j: int) -> float:
+        e, n = edits(expected[j], thought)
+        return e / max(1, n) if expected[j] else float("inf")
+
+    near = [j for j in (i - 1, i + 1) if 0 <= j < len(expected)]
+    return all(dist(i) < dist(j) for j in near)
 
 
 def recall(expected: str, thought: str) -> float:
@@ -233,12 +241,16 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
         e, n = e + ee, n + nn
     f["english_wer"] = {"wer": _ratio(e, n), "edits": e, "words": n, "sessions": len(eng), "per_session": per}
     right = total = 0
+    wrong = []
     for r in results:
         if r.case.kind in ("english", "split", "names", "mixed_language", "other_language", "silent"):
-            for exp, s in zip(r.case.expected, r.steps, strict=True):
-                right += on_right_action(exp, s["thought"])
+            for i, s in enumerate(r.steps):
+                ok = on_right_action(r.case.expected, i, s["thought"])
+                right += ok
                 total += 1
-    f["thoughts_on_right_action"] = {"share": _ratio(right, total), "right": right, "steps": total}
+                if not ok:
+                    wrong.append(f"{r.case.name}[{i}]: {r.case.expected[i]!r} -> {s['thought']!r} ({s['flag']})")
+    f["thoughts_on_right_action"] = {"share": _ratio(right, total), "right": right, "steps": total, "wrong": wrong}
     heard = exact = 0
     for r in results:
         if r.case.name.startswith("numbers-"):
