@@ -239,7 +239,14 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
         ee, nn = edits(" ".join(r.case.expected), " ".join(s["thought"] for s in r.steps))
         per[r.case.name] = _ratio(ee, nn)
         e, n = e + ee, n + nn
-    f["english_wer"] = {"wer": _ratio(e, n), "edits": e, "words": n, "sessions": len(eng), "per_session": per}
+    by_voice: dict[str, list[int]] = {}
+    for r in eng:
+        if r.case.name.startswith(("en-", "numbers-")):
+            ee, nn = edits(" ".join(r.case.expected), " ".join(s["thought"] for s in r.steps))
+            acc = by_voice.setdefault(f"{r.case.voice} {r.case.wpm} wpm", [0, 0])
+            acc[0], acc[1] = acc[0] + ee, acc[1] + nn
+    f["english_wer"] = {"wer": _ratio(e, n), "edits": e, "words": n, "sessions": len(eng), "per_session": per,
+                        "per_voice_and_speed": {k: _ratio(a, b) for k, (a, b) in by_voice.items()}}  # fmt: skip
     right = total = 0
     wrong = []
     for r in results:
