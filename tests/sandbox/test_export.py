@@ -60,6 +60,9 @@ def test_think_aloud_bundle_text_only_reduces_back_to_the_same_actions(tmp_path:
     m = BundleManifest.from_json(json.loads((b / "manifest.json").read_text()))
     assert m.group == "novice" and m.meta["sandbox_task"]["task_id"] == a.task.task_id
     assert len(m.screenshots) == len(a.steps) and (b / "transcript.jsonl").is_file()
+    # the element names of the text screens prime ASR on ingest
+    listed = {ln.split('"')[1] for s in a.steps for ln in (s.observation or "").splitlines() if ln.count('"') >= 2}
+    assert m.elements and set(m.elements) <= listed
     events = [json.loads(ln) for ln in (b / "events.jsonl").read_text().splitlines()]
     got = [x.action for x in reduce_events(events)]
     from schemas.actions import parse_action
