@@ -247,7 +247,8 @@ def whisper_base_folder() -> Path:
 
 
 @lru_cache(maxsize=4)
-def _faster_whisper(path: str, device: str, compute_type: str, cpu_threads: int) -> Any:
+def faster_whisper_model(path: str, device: str, compute_type: str, cpu_threads: int) -> Any:
+    """A loaded faster-whisper model, once per process (ASR and language identification share it)."""
     from faster_whisper import WhisperModel
 
     return WhisperModel(path, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
@@ -309,7 +310,7 @@ def decode(
     """One model's segments (times on the audio's clock) and the language it decoded in."""
     backend, path = resolve_model(model_name)
     if backend == "faster-whisper":
-        model = _faster_whisper(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
+        model = faster_whisper_model(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
         segs, info = model.transcribe(
             audio,
             language=language,
@@ -363,5 +364,5 @@ def transcribe(
     out, language = decode(audio, cfg.model, cfg, cfg.language, prompt if cfg.priming else None)
     segments = [replace(flag_segment(u, audio), channel=channel) for s in out if s.text for u in utterances(s)]
     secs = time.perf_counter() - t0
-    label = "tiny.en" if cfg.model in ("tiny.en", "default") else Path(path).name
+    label = "tiny.en" if cfg.model in ("tiny.en", "default") else cfg.model if cfg.model == "base" else Path(path).name
     return Transcript(f"{backend}:{label}", language, audio.size / SAMPLE_RATE, tuple(segments), secs)

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ingest.asr import HALLUCINATION_FLAGS, SAMPLE_RATE, Segment, _faster_whisper, decode, resolve_model, shift_segment
+from ingest.asr import (
+    HALLUCINATION_FLAGS,
+    SAMPLE_RATE,
+    Segment,
+    decode,
+    faster_whisper_model,
+    resolve_model,
+    shift_segment,
+)
 
 if TYPE_CHECKING:
     from ingest.asr import AsrConfig
@@ -26,7 +34,7 @@ if TYPE_CHECKING:
 def identify(audio: np.ndarray, cfg: AsrConfig) -> tuple[str, float]:
     """(language, probability) of a clip by the multilingual `cfg.lid_model`."""
     _, path = resolve_model(cfg.lid_model or "base")
-    model = _faster_whisper(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
+    model = faster_whisper_model(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
     lang, prob, _ = model.detect_language(audio, language_detection_segments=1)
     return str(lang), float(prob)
 
