@@ -304,6 +304,16 @@ def _prob(avg_logprob: float) -> float:
     return float(min(1.0, math.exp(avg_logprob)))
 
 
+def prompt_tokens(model: Any, prompt: str) -> list[int]:
+    """The prompt as one earlier timestamped segment, <|0.00|> text <|3.00|>. Why: given as plain text, tiny.en
+    stops ending its windows on a timestamp token, so faster-whisper seeks to the last word's end and encodes the
+    short tail as one more full 30 s window (2 encoder calls instead of 1, a quarter more ASR time)."""
+    from faster_whisper.tokenizer import Tokenizer
+
+    tok = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language="en")
+    return [tok.timestamp_begin, *tok.encode(" " + " ".join(prompt.split())), tok.timestamp_begin + 150]
+
+
 def decode(
     audio: np.ndarray, model_name: str, cfg: AsrConfig, language: str | None, prompt: str | None = None
 ) -> tuple[list[Segment], str | None]:
@@ -320,7 +330,7 @@ def decode(
             vad_filter=cfg.vad,
             vad_parameters={"min_silence_duration_ms": 300, "speech_pad_ms": 200},
             condition_on_previous_text=False,  # a loop in one segment must not seed the next
-            initial_prompt=prompt or None,
+            initial_prompt=prompt_tokens(model, prompt) if prompt else None,
         )
         out = [
             Segment(
