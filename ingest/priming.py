@@ -3,7 +3,8 @@
 Why: the app's own vocabulary (product names, tab and button labels) is what a general ASR model gets wrong,
 and it is known before ASR runs: the instruction, the app name and the element names on the session's screens
 (`elements` in the manifest, from a text observation or accessibility data). Whisper conditions on its prompt
-as if it were the preceding transcript, so names in it are spelled as the app spells them.
+as if it were the preceding transcript, so names in it are spelled as the app spells them (ingest.asr passes it
+as one earlier timestamped segment: see prompt_tokens).
 """
 
 from __future__ import annotations
