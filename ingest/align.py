@@ -89,6 +89,9 @@ def align(
 
 
 def _why_untrusted(flags: tuple[str, ...]) -> str | None:
+    """The one reason a flagged segment is not a thought: another language first (it is real speech)."""
+    if "other_language" in flags:
+        return "other_language"
     if any(f in HALLUCINATION_FLAGS for f in flags):
         return "hallucination"
-    return next((f for f in ("other_language", "low_confidence") if f in flags), None)
+    return "low_confidence" if "low_confidence" in flags else None

@@ -29,6 +29,7 @@ from core.errors import InputError
 SAMPLE_RATE = 16000
 OPENAI_PREFIX = "openai-whisper:"
 HALLUCINATION_FLAGS = ("repeated_ngram", "over_silence")
+SILENCE_DB = -50.0  # RMS below this is silence, whatever the model wrote
 
 
 class AudioError(InputError):
@@ -156,7 +157,9 @@ def repeated_ngram(text: str, n_max: int = 4, min_repeats: int = 3) -> bool:
     return False
 
 
-def flag_segment(seg: Segment, audio: np.ndarray | None, silence_db: float = -50.0, no_speech: float = 0.6) -> Segment:
+def flag_segment(
+    seg: Segment, audio: np.ndarray | None, silence_db: float = SILENCE_DB, no_speech: float = 0.6
+) -> Segment:
     flags = list(seg.flags)
     if repeated_ngram(seg.text):
         flags.append("repeated_ngram")

@@ -20,10 +20,12 @@ import numpy as np
 from ingest.asr import (
     HALLUCINATION_FLAGS,
     SAMPLE_RATE,
+    SILENCE_DB,
     Segment,
     decode,
     faster_whisper_model,
     resolve_model,
+    rms_db,
     shift_segment,
 )
 
@@ -61,18 +63,18 @@ def identify_segments(
     """Each segment with its language, probability and language/confidence flags (see the module docstring)."""
     out = []
     for seg in segments:
-        if any(f in HALLUCINATION_FLAGS for f in seg.flags):
-            out.append(seg)
+        if rms_db(audio, seg.t_start, seg.t_end) < SILENCE_DB:
+            out.append(seg)  # nothing was said: no language to ask about
             continue
         lang, prob = decoded or cfg.language, None
         if cfg.lid_model and seg.confidence < cfg.lid_below:
             lang, prob = identify(_clip(audio, seg), cfg)
         flags = list(seg.flags)
         if lang not in cfg.languages:
-            flags.append("other_language")
+            flags.append("other_language")  # also on a looping or unsure segment: it is that language's speech
             if cfg.multilingual_model:
                 seg = _retranscribe(seg, audio, cfg, lang)
-        elif seg.confidence < cfg.low_confidence:
+        elif seg.confidence < cfg.low_confidence and not any(f in HALLUCINATION_FLAGS for f in flags):
             flags.append("low_confidence")
         out.append(replace(seg, flags=tuple(flags), language=lang, language_prob=prob))
     return out
