@@ -216,7 +216,9 @@ def test_corpus_acceptance_figures() -> None:
     print(json.dumps(f, indent=1))
     assert f["english_wer"]["wer"] <= 0.10
     assert f["thoughts_on_right_action"]["share"] >= 0.95
-    assert abs(f["two_channel"]["points_apart"]) <= 2.0 and f["two_channel"]["mono_mix_wer"] > 0.3
+    # two channels lose at most 2 points against each speaker recorded alone (they may do better: the alone
+    # sessions are timed slightly differently), where the mono mix of the same two speakers is garbled
+    assert f["two_channel"]["points_apart"] <= 2.0 and f["two_channel"]["mono_mix_wer"] > 0.3
     assert f["other_language"]["became_thoughts"] == 0 and f["other_language"]["utterances_flagged"] >= 3
     assert set(f["other_language"]["utterance_languages"]) <= {"de", "fr"}
     assert f["numbers_exact"]["share"] >= 0.95 and f["numbers_exact"]["heard_right"] >= 3
