@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
 from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+#: Width when output is not a terminal (a log file, a pipe, CI): rich would assume 80 columns and cut table cells
+#: to "..." or wrap them into unreadable columns; a log has no edge, so tables get the room they need.
+LOG_WIDTH = 200
+
+
+def _width(stream: object) -> int | None:
+    """None (rich measures the terminal) on a terminal; otherwise COLUMNS when set wider, else LOG_WIDTH."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        return None
+    return max(LOG_WIDTH, int(os.environ.get("COLUMNS") or 0))
+
+
+console = Console(width=_width(sys.stdout))
+err_console = Console(stderr=True, width=_width(sys.stderr))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
+from schemas.prompt import PromptConfig
 from storage.piles import read_pile
 from training.backend import CommandBackend
 from training.base import sandbox_texts
@@ -17,7 +18,6 @@ from training.config import (
     CTConfig,
     EvalConfig,
     ModelConfig,
-    PromptConfig,
     RLConfig,
     SamplingConfig,
     SFTConfig,
