@@ -51,11 +51,11 @@ def _bare_loop(model, batches: list) -> float:
 def throughput() -> Figure:
     from training.base import sandbox_texts
     from training.data import batches as make_batches
-    from training.demo import DemoConfig
+    from flows.config import tuned_flywheel
     from training.loop import train_lm
     from training.model import Policy
 
-    f = DemoConfig().flywheel
+    f = tuned_flywheel()
     pol = Policy.create(sandbox_texts(200), f.model)
     items = _expert_items(pol, 60 if quick() else 200, f.prompt)
     steps = 4 if quick() else 20
@@ -81,7 +81,7 @@ def throughput() -> Figure:
 def ablation() -> list[Figure]:
     """Same round, same starting checkpoint: SFT alone vs SFT + RL, held-out pass rate."""
     from training.base import sandbox_texts
-    from training.demo import DemoConfig
+    from flows.config import tuned_flywheel
     from training.envs import heldout_tasks, training_tasks
     from training.evaluate import evaluate
     from training.model import Policy
@@ -89,7 +89,7 @@ def ablation() -> list[Figure]:
     from training.rl import train_rl
     from training.sft import train_sft
 
-    f = DemoConfig().flywheel
+    f = tuned_flywheel()
     pol = Policy.create(sandbox_texts(200), f.model)
     items = _expert_items(pol, 60 if quick() else 490, f.prompt)
     cold = replace(f.cold_sft, steps=10 if quick() else f.cold_sft.steps, optim=replace(f.cold_sft.optim, bf16=True))

@@ -104,7 +104,7 @@ def evaluate(
 
 def record_eval(lake, round: int, result: EvalResult) -> dict:  # noqa: ANN001
     """Write the eval_* columns and the breakdown's "eval" entry of the round's row (other columns untouched)."""
-    from validators.routing import update_round
+    from validators.rounds import update_round
 
     o = result.overall
     return update_round(

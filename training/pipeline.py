@@ -1,6 +1,6 @@
 """The round's training, as plain functions: which jobs are due, run one job on a backend, build the first policy.
 
-Flows (flows/train.py, flows/demo.py) and the CLI call these; nothing here knows about Prefect.
+The round engine (flows/stages.py) calls these; nothing here knows about Prefect.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ checked there: a violation raises RoutingError.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from validators.base import EpisodeBatch, Validator
 from validators.quality import COLUMNS as DQ_COLUMNS
 from validators.quality import DataQualityError, DQResult, run_suite
 from validators.registry import Policy, ValidationContext, ValidatorSpec, load_policy
+from validators.rounds import update_round
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -72,31 +72,6 @@ def rate_row(k: int, n: int) -> dict[str, Any]:
         return {"n": 0, "n_pass": 0, "pass_rate": None, "lo": None, "hi": None}
     lo, hi = wilson(k, n)
     return {"n": int(n), "n_pass": int(k), "pass_rate": k / n, "lo": float(lo), "hi": float(hi)}
-
-
-# ----------------------------------------------------------------------------------------- rounds bookkeeping
-_JSON_COLUMNS = ("stage_status", "breakdown")
-
-
-def update_round(lake: Lake, round: int, **fields: Any) -> dict[str, Any]:
-    """Merge `fields` into the rounds row of `round` (creating it), leaving every other column as it was.
-
-    Routing, training and evaluation each own some columns of the same row; JSON columns (stage_status,
-    breakdown) are merged key by key at the top level, so one stage never erases another's entries.
-    """
-    existing = lake.read("rounds", filter=pc.field("round") == round).to_pylist()
-    row: dict[str, Any] = existing[0] if existing else {"round": round}
-    for k, v in fields.items():
-        if k in _JSON_COLUMNS and v is not None:
-            old = json.loads(row[k]) if row.get(k) else {}
-            new = v if isinstance(v, dict) else json.loads(v)
-            row[k] = json.dumps({**old, **new}, sort_keys=True, default=str)
-        else:
-            row[k] = v
-    row["round"] = round
-    row["updated_at"] = datetime.now(UTC)
-    lake.upsert("rounds", [row])
-    return row
 
 
 # ------------------------------------------------------------------------------------------------ validation
