@@ -49,9 +49,9 @@ def _bare_loop(model, batches: list) -> float:
 
 
 def throughput() -> Figure:
+    from flows.config import tuned_flywheel
     from training.base import sandbox_texts
     from training.data import batches as make_batches
-    from flows.config import tuned_flywheel
     from training.loop import train_lm
     from training.model import Policy
 
@@ -80,8 +80,8 @@ def throughput() -> Figure:
 
 def ablation() -> list[Figure]:
     """Same round, same starting checkpoint: SFT alone vs SFT + RL, held-out pass rate."""
-    from training.base import sandbox_texts
     from flows.config import tuned_flywheel
+    from training.base import sandbox_texts
     from training.envs import heldout_tasks, training_tasks
     from training.evaluate import evaluate
     from training.model import Policy
