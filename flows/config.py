@@ -36,9 +36,9 @@ def tuned_flywheel() -> FlywheelConfig:
         # base was pretrained to write), the instruction's `Field 'value'` span for typing, or the screen line an
         # answer is read from.
         prompt=BASE_PROMPT,
-        cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16=True)),
-        sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16=True)),
-        ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16=True)),
+        cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16="auto")),
+        sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto")),
+        ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16="auto")),
         rl=RLConfig(iterations=1, tasks_per_iter=16, group_size=4, value_pretrain_steps=5, minibatch_size=32, ppo_epochs=1),
         sampling=SamplingConfig(tasks=96, attempts=2, max_new_tokens=40),
         eval=EvalConfig(max_new_tokens=40),
@@ -104,9 +104,11 @@ def round_config(
     quick_sizes: bool = False,
     people: str = "humans",
     annotate: int | None = None,
+    precision: str = "auto",
 ) -> RoundConfig:
     """The shipped configuration for `env` (MiniWoB++: its own token budget, grounding rehearsal and annotation
-    size, training/envs_miniwob.py), optionally at smoke-test sizes, with `people` annotating."""
+    size, training/envs_miniwob.py), optionally at smoke-test sizes, with `people` annotating, training in
+    `precision` (auto: whichever this machine runs faster, training/precision.py; bf16; fp32)."""
     from training.envs import ENVS
 
     if env not in ENVS:
@@ -122,7 +124,19 @@ def round_config(
         cfg = miniwob_config(cfg, tasks, eval_per_task=2 if quick_sizes else None, quick=quick_sizes)
     if annotate is not None:
         cfg = replace(cfg, annotate_tasks=annotate)
-    return cfg
+    return with_precision(cfg, precision)
+
+
+PRECISIONS = {"auto": "auto", "bf16": True, "fp32": False}
+
+
+def with_precision(cfg: RoundConfig, precision: str) -> RoundConfig:
+    """`cfg` with its CT and SFT jobs training in `precision` (auto | bf16 | fp32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    v, f = PRECISIONS[precision], cfg.flywheel
+    jobs = {k: replace(getattr(f, k), optim=replace(getattr(f, k).optim, bf16=v)) for k in ("cold_sft", "sft", "ct")}
+    return replace(cfg, flywheel=replace(f, **jobs))
 
 
 def config_from_dict(cls: type, data: dict[str, Any] | None, base: Any = None) -> Any:

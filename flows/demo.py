@@ -21,7 +21,7 @@ from flows.stages import Progress, round_state
 from storage.lake import Lake
 from training.demo import ColdStart, landing_for, write_cold_start
 from training.envs import close_backends
-from validators.rounds import RoundRecord, read_rounds
+from validators.rounds import RoundRecord, read_rounds, update_round
 
 
 @task(retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -37,13 +37,17 @@ def flywheel_demo(
     cfg: RoundConfig | None = None,
     cold: ColdStart | None = None,
     say: Progress | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> list[RoundRecord]:
     """Cold start, then rounds 0..`rounds` of the round engine with the scripted people, in the environment backend
-    `cfg.env` (a MiniWoB++ browser pool is closed when the flow ends). Returns the rounds table."""
+    `cfg.env` (a MiniWoB++ browser pool is closed when the flow ends). `notes` (how the run was sized) go into
+    round 0's breakdown. Returns the rounds table."""
     cfg = replace(cfg or RoundConfig(), people="scripted")
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)
     landing = str(landing_for(lake))
+    if notes and round_state(lk, 0) == "new":
+        update_round(lk, 0, breakdown=notes)
     try:
         cold_start_task(lake, landing, cfg, cold or ColdStart(), say)
         for r in range(rounds + 1):

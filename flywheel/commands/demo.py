@@ -94,6 +94,21 @@ def demo(
             "--tasks", help="MiniWoB++ tasks, comma-separated or repeated (default: all 12 with a demonstrator)."
         ),
     ] = None,
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget-min",
+            min=0,
+            help="Wall-time budget in minutes: the SFT passes are sized to fit this machine's measured step rate (0: the shipped sizes as they are; --quick: off).",
+        ),
+    ] = 20.0,
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision",
+            help="Training precision: auto (whichever this machine runs faster, measured once), bf16 or fp32.",
+        ),
+    ] = "auto",
     annotate: Annotated[
         int | None,
         typer.Option(
@@ -121,8 +136,19 @@ def demo(
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    cfg = round_config(env, _tasks_arg(tasks), quick_sizes=quick, people="scripted", annotate=annotate)
+    cfg = round_config(
+        env, _tasks_arg(tasks), quick_sizes=quick, people="scripted", annotate=annotate, precision=precision
+    )
     cold = ColdStart.quick() if quick else ColdStart()
+    notes: dict[str, Any] = {}
+    if budget and not quick:
+        from flows.budget import calibrate, fit
+
+        with console.status("measuring this machine's training step"):
+            step_s, prec = calibrate(cfg)
+        cfg, fitted = fit(cfg, budget, rounds, step_s, prec)
+        console.print(f"budget: {fitted.why()}")
+        notes["budget"] = fitted.as_dict()
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():
         if not (Path(lake_uri) / MARKER).is_file():  # never wipe a lake the demo did not create
@@ -150,7 +176,7 @@ def demo(
             else:
                 bar.update(task, description=f"round 0: cold start ({info.get('what', kind)})", info="")
 
-        rows = flywheel_demo(lake_uri, rounds, cfg, cold, say)
+        rows = flywheel_demo(lake_uri, rounds, cfg, cold, say, notes)
     console.print(rounds_rich_table(rows))
     if env == "miniwob":
         console.print(per_task_table(rows))
