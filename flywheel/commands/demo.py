@@ -119,10 +119,12 @@ def demo(
     ] = None,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
-    data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then N rounds
-    of rejection sampling -> interactive annotation on the newest model's proposals -> validate and route -> CT when
-    due -> SFT -> RL -> held-out evaluation. Prints the
-    rounds table at the end (and held-out success per task for MiniWoB++).
+    data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then rounds
+    0..N of the round engine with the scripted people (`flywheel round run --people scripted`): rejection sampling ->
+    interactive annotation on the newest model's proposals -> intake -> validate and route -> CT when due -> SFT ->
+    RL -> held-out evaluation. On the sandbox the SFT passes are sized to --budget-min from this machine's measured
+    step rate (printed and recorded). Prints the rounds table at the end (and held-out success per task for
+    MiniWoB++).
 
     Example: flywheel demo --rounds 3 --lake ./lake-demo
     Example: flywheel demo --env miniwob --tasks click-button,click-link,enter-text --quick --rounds 1
@@ -140,15 +142,6 @@ def demo(
         env, _tasks_arg(tasks), quick_sizes=quick, people="scripted", annotate=annotate, precision=precision
     )
     cold = ColdStart.quick() if quick else ColdStart()
-    notes: dict[str, Any] = {}
-    if budget and not quick:
-        from flows.budget import calibrate, fit
-
-        with console.status("measuring this machine's training step"):
-            step_s, prec = calibrate(cfg)
-        cfg, fitted = fit(cfg, budget, rounds, step_s, prec)
-        console.print(f"budget: {fitted.why()}")
-        notes["budget"] = fitted.as_dict()
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():
         if not (Path(lake_uri) / MARKER).is_file():  # never wipe a lake the demo did not create
@@ -161,6 +154,15 @@ def demo(
     from flows.demo import flywheel_demo
 
     t0 = time.perf_counter()
+    notes: dict[str, Any] = {}
+    if budget and not quick and env == "sandbox":  # the reference sizes and times are the sandbox demo's
+        from flows.budget import calibrate, fit
+
+        with console.status("measuring this machine's training step"):
+            step_s, prec = calibrate(cfg)
+        cfg, fitted = fit(cfg, budget, rounds, step_s, prec)
+        console.print(f"budget: {fitted.why()}")
+        notes["budget"] = fitted.as_dict()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:  # fmt: skip
         task = bar.add_task("round 0: cold start", total=None, info="")

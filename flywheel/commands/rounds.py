@@ -42,7 +42,7 @@ TrainDepOpt = Annotated[
 
 def _run(lake: str | None, round: int | None, resume: bool, landing: str | None, config: Path | None,
          dashboard: Path | None, train_deployment: str | None, env: str | None = None,
-         tasks: list[str] | None = None, people: str | None = None) -> None:  # fmt: skip
+         tasks: list[str] | None = None, people: str | None = None, cold_start: bool = False) -> None:  # fmt: skip
     from core.console import quiet_prefect_console
 
     quiet_prefect_console()  # before Prefect is imported: it reads its logging settings then
@@ -54,6 +54,16 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
     cfg, where = resolve_config(lk, config, env, names, people)
     landing = resolve_landing(lk, landing)
     console.print(f"configuration: {escape(where)} (env {cfg.env}, people {cfg.people}); landing {escape(landing)}")
+    if cold_start:
+        from flows.stages import next_round
+        from training.demo import write_cold_start
+
+        if "://" in landing:
+            raise ValueError("--cold-start writes into a local landing folder; give --landing a folder")
+        if next_round(lk) == 0:
+            with console.status("cold start: the scripted demonstrators write round 0's uploads"):
+                wrote = write_cold_start(lk, Path(landing), cfg.backend, seed=cfg.seed)
+            console.print(f"cold start in {escape(landing)}: {wrote or 'already there'}")
     try:
         out = flywheel_round(
             lake=str(lk.uri),
@@ -104,6 +114,14 @@ def run(
     env: EnvOpt = None,
     tasks: TasksOpt = None,
     people: PeopleOpt = None,
+    rounds: Annotated[int, typer.Option("--rounds", "-n", min=1, help="Run this many rounds, one after another.")] = 1,
+    cold_start: Annotated[
+        bool,
+        typer.Option(
+            "--cold-start",
+            help="Before round 0, write the backend's scripted demonstrators' data into the landing area (what the demo starts from).",
+        ),
+    ] = False,
 ) -> None:
     """Run a round: sample -> annotate -> intake -> route -> CT (when due) -> SFT -> RL (when due) -> evaluate ->
     summary. Without --config/--env/--people it runs with the configuration the lake's last round recorded (a demo
@@ -111,9 +129,17 @@ def run(
 
     Example: flywheel round run --lake ./lake --landing ./landing --dashboard dashboard.html
     Example: flywheel round run --lake ./lake-demo   (continues the demo's lake with its own configuration)
-    Example: flywheel round run --env miniwob --tasks click-button,enter-text --people scripted --lake ./lake-mw
+    Example: flywheel round run --env miniwob --people scripted --cold-start --rounds 2 --lake ./lake-mw
     """
-    _run(lake, round, False, landing, config, dashboard, train_deployment, env, tasks, people)
+    if rounds > 1 and round is not None:
+        raise ValueError("--rounds runs the next rounds in turn; leave out --round")
+    from training.envs import close_backends
+
+    try:
+        for _ in range(rounds):
+            _run(lake, round, False, landing, config, dashboard, train_deployment, env, tasks, people, cold_start)
+    finally:
+        close_backends()  # the browsers of --env miniwob
 
 
 def resume(
