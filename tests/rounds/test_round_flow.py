@@ -131,3 +131,24 @@ def test_served_deployment_runs_a_round_when_triggered(tmp_path: Path, flywheel_
             serve.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(serve.pid, signal.SIGKILL)
+
+
+def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict[str, str]) -> None:
+    """`flywheel demo` is the round engine: `flywheel round run` on its lake runs the next round with the demo's own
+    recorded configuration (scripted people) and landing area, and nothing is ingested twice."""
+    from storage import Lake
+    from validators.rounds import read_rounds
+
+    lake = tmp_path / "lake-demo"
+    r = run_cmd(flywheel_env, [FLYWHEEL, "demo", "--quick", "--rounds", "1", "--lake", str(lake)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    n_before = Lake.open(lake).count("episodes")
+    r = run_cmd(flywheel_env, [FLYWHEEL, "round", "run", "--lake", str(lake)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "the lake's last round" in r.stdout and "people scripted" in r.stdout, r.stdout
+    recs = read_rounds(Lake.open(lake))
+    assert [x.round for x in recs] == [0, 1, 2] and all(x.status("summary") == "done" for x in recs)
+    last = recs[-1]
+    assert last.config == recs[1].config and last.landing == recs[1].landing  # the demo's own, not the defaults
+    assert last.annotation.get("episodes") == 4 and last.status("sample") == "done"  # scripted people played
+    assert Lake.open(lake).count("episodes") == n_before + last.n_new  # the landing's old files added nothing
