@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     asr_beam_size: int = 1
     cleanup_backend: str = "rules"  # rules | llm
     llm_model: str | None = None  # local model folder/GGUF, or an OpenAI-compatible URL
+    # limits on input JSON (every reader: rollout lines, annotation sessions, bundle manifests and events)
+    json_max_depth: int = Field(default=64, ge=1)  # nesting of arrays/objects; the formats need under 10
+    json_max_bytes: int = Field(default=256 << 20, ge=1)  # one document or one JSONL line
     # routing
     routing_policy: str | None = None  # path to a routing policy file; the bundled default otherwise
 

@@ -90,26 +90,23 @@ def check_duplicates(lake: Lake, con: Any, report: CheckReport) -> None:
             continue
         key = ", ".join(_q(k) for k in ts.key)
         reg = _q(registered_name(name))  # the stored rows (the piles' own names are views over a join)
-        cand = _rows(
-            con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1 LIMIT 100000"
-        )
-        if not cand:
-            continue
-        hs = ", ".join(str(h) for (h,) in cand)
         label = " || '/' || ".join(f"CAST({_q(k)} AS VARCHAR)" for k in ts.key)
-        dups = _rows(
-            con,
-            f"SELECT {label} AS k, count(*) AS n FROM {reg} WHERE hash({key}) IN ({hs}) GROUP BY ALL HAVING count(*) > 1 ORDER BY k",
+        # every candidate hash (no cap: the count must be the true one), joined back, then confirmed on the key
+        dups = (
+            f"WITH c AS (SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1) "
+            f"SELECT {label} AS k, count(*) AS n FROM {reg} WHERE hash({key}) IN (SELECT h FROM c) "
+            "GROUP BY ALL HAVING count(*) > 1"
         )
-        if dups:
-            extra = sum(int(c) - 1 for _, c in dups)
+        n_keys, extra = _rows(con, f"SELECT count(*), coalesce(sum(n - 1), 0) FROM ({dups})")[0]
+        if n_keys:
+            ex = _rows(con, f"SELECT k FROM ({dups}) ORDER BY k LIMIT {EXAMPLES}")
             report.violations.append(
                 Violation(
                     "duplicate_key",
                     name,
-                    len(dups),
-                    f"key(s) occur more than once ({extra:,} extra row(s))",
-                    tuple(str(k) for k, _ in dups[:EXAMPLES]),
+                    int(n_keys),
+                    f"key(s) occur more than once ({int(extra):,} extra row(s))",
+                    tuple(str(k) for (k,) in ex),
                 )
             )
     report.checked.append("duplicate_key")

@@ -92,8 +92,12 @@ def simulate(
     rounds: Annotated[int, typer.Option("--rounds", help="Number of rounds.")] = 4,
     attempts: Annotated[int, typer.Option("--attempts", help="Rollouts per round.")] = 10_000,
     pass_shares: Annotated[
-        str, typer.Option("--pass-shares", help="True pass share per round, comma-separated.")
-    ] = "0.30,0.45,0.60,0.70",  # noqa: S107 - not a password
+        str | None,
+        typer.Option(
+            "--pass-shares",
+            help="True pass share per round, comma-separated (default: 0.30,0.45,0.60,0.70 stretched over --rounds).",
+        ),
+    ] = None,
     leniency: Annotated[float, typer.Option("--leniency", help="Share of true failures the verifier passes.")] = 0.0,
     steps: Annotated[int, typer.Option("--steps", help="Steps per synthetic rollout.")] = 5,
     seed: Annotated[int, typer.Option("--seed")] = 0,
@@ -109,7 +113,7 @@ def simulate(
     from validators.simulate import simulate as run
 
     try:
-        shares = [float(x) for x in pass_shares.split(",") if x.strip()]
+        shares = [float(x) for x in pass_shares.split(",") if x.strip()] if pass_shares else None
     except ValueError:
         raise ValueError(f"--pass-shares must be numbers separated by commas, got {pass_shares!r}") from None
     lk = open_lake(lake, create=True) if lake else None
