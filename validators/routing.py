@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.stats import wilson
 from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
 from storage import projection
 from storage.errors import LakeError
@@ -60,13 +61,6 @@ class RoundSummary:
 
 
 # ---------------------------------------------------------------------------------------------- statistics
-def wilson(k: int | np.ndarray, n: int | np.ndarray, alpha: float = 0.05) -> tuple[Any, Any]:
-    """95% Wilson score interval of k successes in n trials (statsmodels)."""
-    from statsmodels.stats.proportion import proportion_confint
-
-    return proportion_confint(k, n, alpha=alpha, method="wilson")
-
-
 def rate_row(k: int, n: int) -> dict[str, Any]:
     if n == 0:
         return {"n": 0, "n_pass": 0, "pass_rate": None, "lo": None, "hi": None}
