@@ -108,9 +108,8 @@ def repl(lake: Lake, version: Versions = None) -> None:
     Statements end with `;` and may span lines, so `echo "SELECT 1;" | flywheel shell` works too.
     """
     import duckdb
-    from rich.table import Table
 
-    from core.console import console
+    from core.console import console, data_table, esc
     from schemas.tables import TABLES
 
     con = lake.duckdb(version=version)
@@ -120,7 +119,7 @@ def repl(lake: Lake, version: Versions = None) -> None:
         if isinstance(version, dict) and version
         else ""
     )
-    console.print(f"DuckDB over {lake.uri}{pinned}; views: {', '.join(TABLES)}. End with Ctrl-D.")
+    console.print(f"DuckDB over {esc(lake.uri)}{esc(pinned)}; views: {', '.join(TABLES)}. End with Ctrl-D.")
     interactive = sys.stdin.isatty()
     buf = ""
     while True:
@@ -145,12 +144,9 @@ def repl(lake: Lake, version: Versions = None) -> None:
             rel = con.sql(buf)
             if rel is not None:
                 res = rel.to_arrow_table()
-                t = Table(*res.column_names)
-                for row in res.slice(0, 100).to_pylist():
-                    t.add_row(*("" if v is None else str(v) for v in row.values()))
-                console.print(t)
+                console.print(data_table(res.column_names, (r.values() for r in res.slice(0, 100).to_pylist())))
                 if res.num_rows > 100:
                     console.print(f"({res.num_rows:,} rows, 100 shown)")
         except (duckdb.Error, LakeError) as e:
-            console.print(f"[red]error:[/] {str(e).removeprefix('query failed: ').splitlines()[0]}")
+            console.print(f"[red]error:[/] {esc(str(e).removeprefix('query failed: ').splitlines()[0])}")
         buf = ""

@@ -6,10 +6,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from core.console import console, err_console
+from core.console import console, err_console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 
@@ -41,13 +40,13 @@ def check(
     else:
         rows = {k.removeprefix("rows."): v for k, v in report.stats.items() if k.startswith("rows.")}
         console.print(
-            f"{lk.uri}: {rows.get('episodes', 0):,} episodes, {rows.get('sft', 0):,} sft, {rows.get('ct', 0):,} ct, "
+            f"{esc(lk.uri)}: {rows.get('episodes', 0):,} episodes, {rows.get('sft', 0):,} sft, {rows.get('ct', 0):,} ct, "
             f"{report.stats.get('rounds.routed', 0)} routed round(s), {report.stats.get('media.screenshots_referenced', 0):,} "
             f"screenshot(s), {report.stats.get('pins', 0)} pinned version(s); {len(set(report.checked))} invariants "
             f"in {sum(report.seconds.values()):.1f} s"
         )
         for v in report.violations:
-            err_console.print(f"[bold red]violated:[/] {escape(v.line())}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]violated:[/] {esc(v.line())}", highlight=False, soft_wrap=True)
         if report.ok:
             console.print("[green]all invariants hold[/]")
     if not report.ok:
@@ -81,7 +80,7 @@ def maintain(
         rep = run_maintain(lk, retain_hours=retain_hours, tables=table or None, compact=compact, vacuum=vacuum,
                            dry_run=dry_run, target_bytes=target_mb << 20, progress=lambda n: st.update(f"maintaining {n}"))  # fmt: skip
     t = Table("table", "version", "files", "compacted", "vacuumed", "kept versions", "s",
-              title=f"{lk.uri} (retain {retain_hours} h{', dry run' if dry_run else ''})")  # fmt: skip
+              title=f"{esc(lk.uri)} (retain {retain_hours} h{', dry run' if dry_run else ''})")  # fmt: skip
     for m in rep.tables:
         ver = (
             str(m.version_before) if m.version_after == m.version_before else f"{m.version_before} -> {m.version_after}"
