@@ -31,7 +31,7 @@ from ingest import align as align_mod
 from ingest import cleanup as cleanup_mod
 from ingest import safejson
 from ingest.archives import (  # re-exported: callers name them as think_aloud's
-    DEFAULT_MAX_BUNDLE_BYTES,
+    Limits,
     check_member,
     discover,
     folder_sha256,
@@ -60,7 +60,7 @@ class IngestOptions:
     cleanup_backend: str = "rules"
     llm_model: str | None = None
     tolerance_s: float = 0.3
-    max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES
+    limits: Limits | None = None  # None: the settings (ingest.archives.Limits.from_settings)
     salt: str | None = None  # None: settings.pseudonym_salt
 
     @classmethod
@@ -413,7 +413,7 @@ def process_input(
     out = Outcome(uri)
     with tempfile.TemporaryDirectory(prefix="flywheel-ta-") as tmp:
         try:
-            folder = open_input(path, Path(tmp), opts.max_bundle_bytes)
+            folder = open_input(path, Path(tmp), opts.limits)
             s = read_input(folder, uri)
             prior = known_sessions(lake, [s.manifest.session_id]).get(s.manifest.session_id)
             if prior == s.content_sha256:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -65,8 +66,13 @@ def upload(
         bool, typer.Option("--check-only", help="Run the checks and print the report; upload nothing.")
     ] = False,
     max_gb: Annotated[
-        float, typer.Option("--max-gb", help="Largest bundle accepted (uncompressed GB).", min=0.001)
-    ] = 8.0,
+        float | None,
+        typer.Option(
+            "--max-gb",
+            help="Largest bundle accepted (uncompressed GB; default: the bundle_max_bytes setting).",
+            min=0.001,
+        ),
+    ] = None,
 ) -> None:
     """Check think-aloud bundles, upload the good ones to the landing area, and print a per-session report.
 
@@ -81,7 +87,10 @@ def upload(
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         fail(f"no such file or folder: {', '.join(missing)}")
-    limits = Limits(max_bundle_bytes=int(max_gb * 1e9), max_file_bytes=min(int(max_gb * 1e9), Limits().max_file_bytes))
+    limits = Limits.from_settings()
+    if max_gb is not None:  # only lowers what ingestion accepts (a larger bundle would pass here and fail there)
+        cap = min(int(max_gb * 1e9), limits.max_bundle_bytes)
+        limits = replace(limits, max_bundle_bytes=cap, max_file_bytes=min(cap, limits.max_file_bytes))
     lk = open_lake(lake) if ingest else None  # fail early on a wrong --lake or --landing, before any work
     area = None if check_only else Landing.open(landing or get_settings().landing)
     outcomes: list[UploadOutcome] = []
