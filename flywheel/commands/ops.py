@@ -1,4 +1,5 @@
-"""Operations commands: `flywheel check` (the lake's invariants) and `flywheel maintain` (compact + vacuum)."""
+"""Operations commands: `flywheel check` (the lake's invariants), `flywheel maintain` (compact + vacuum) and
+`flywheel repair` (torn commits, lost data files, key indexes)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,33 @@ def maintain(
     console.print(t)
 
 
+def repair(
+    lake: LakeOpt = None,
+    table: Annotated[list[str] | None, typer.Option("--table", "-t", help="Only this table (repeatable).")] = None,
+) -> None:
+    """Repair what `flywheel check` reports as torn or emptied commits, missing or unreadable data files and key
+    indexes that disagree with the data; then re-ingest the sources to restore the lost rows. Run it with no other
+    writer on the lake.
+
+    Example: flywheel repair --lake ./lake && flywheel ingest rollouts landing/rollouts/ && flywheel check
+    """
+    from validators.lake_check import repair_lake
+
+    lk = open_lake(lake)
+    with console.status("repairing"):
+        rep = repair_lake(lk, table or None)
+    for line in rep.done:
+        console.print(f"repaired: {esc(line)}", highlight=False, soft_wrap=True)
+    if not rep.done:
+        console.print("nothing to repair")
+    elif rep.found:
+        console.print(
+            "rows of the lost commits and files are not in the lake: re-ingest their sources (nothing is duplicated), "
+            "then run `flywheel check`"
+        )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(check)
     app.command()(maintain)
+    app.command()(repair)
