@@ -184,7 +184,7 @@ def demo(
         st = rows[-1].env if rows else {}
         console.print(f"browsers {st.get('browsers')}, browser crashes {st.get('crashes')} (failed attempts), "
                       f"restarts {st.get('restarts')}, requests off 127.0.0.1 {st.get('net_attempts')}")  # fmt: skip
-    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {lake_uri}; continue it "
+    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {esc(lake_uri)}; continue it "
                   f"with `flywheel round run --lake {lake_uri}`")  # fmt: skip
 
 
