@@ -89,3 +89,28 @@ def test_damage_is_found_refused_and_repaired(lake, tmp_path: Path, how: str) ->
     r = flywheel("maintain", "--lake", root, "--retain-hours", "0")
     assert r.returncode == 0, r.stdout + r.stderr
     assert Lake.open(root).count("episodes") == 50
+
+
+def test_a_lying_key_index_is_found_and_rebuilt(lake, tmp_path: Path) -> None:
+    """A sidecar that lists another file's keys hides this file's keys from appends: check names it with the
+    recovery command, and repair rebuilds it from the data."""
+    from schemas.tables import spec
+    from storage.keyindex import key_index, sidecar_rel
+
+    first, second = _file(tmp_path / "a.jsonl", 0, 30), _file(tmp_path / "b.jsonl", 30, 20)
+    ingest_rollout_file(lake, first)
+    ingest_rollout_file(lake, second)
+    ix = key_index(spec("episodes").key)
+    files = sorted(Path(u).name for u in lake.delta("episodes").file_uris())
+    a, b = (lake.objects.get_bytes(sidecar_rel("episodes", ix, f)) for f in files)
+    assert a and b
+    lake.objects.put_bytes(sidecar_rel("episodes", ix, files[1]), a)  # file 2's sidecar now lies
+    root = str(lake.uri.root)
+    r = flywheel("check", "--lake", root, "--no-media")
+    assert r.returncode == 1 and "violated: key_index_mismatch [indexes]" in r.stderr, r.stderr
+    assert f"flywheel repair --lake {root}" in r.stderr
+    r = flywheel("repair", "--lake", root)
+    assert r.returncode == 0 and "key index rebuilt" in r.stdout, r.stdout + r.stderr
+    assert lake.objects.get_bytes(sidecar_rel("episodes", ix, files[1])) == b
+    r = flywheel("check", "--lake", root, "--no-media")
+    assert r.returncode == 0, r.stdout + r.stderr
