@@ -35,6 +35,8 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from core import PIPELINE_VERSION
+from core.errors import InputError
+from ingest import safejson
 from ingest.formats.rollouts import (
     REWARD_MAX,
     REWARD_MIN,
@@ -465,7 +467,9 @@ def convert(
 def _diagnose_line(raw: bytes) -> tuple[str, str]:
     """Why one line cannot be read: invalid JSON, not an object, a rule of the format, or a wrong type."""
     try:
-        d = json.loads(raw)  # stdlib accepts NaN, so NaN log-probs are named as such below
+        d = safejson.loads(raw, "the line")  # stdlib accepts NaN, so NaN log-probs are named as such below
+    except InputError as e:  # too deep or too large
+        return e.code, e.message
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return "invalid_json", f"invalid JSON: {e}"
     if not isinstance(d, dict):

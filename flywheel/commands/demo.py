@@ -8,11 +8,10 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt
 from validators.rounds import RoundRecord
 
@@ -174,7 +173,7 @@ def demo(
                 step = info.get("i", info.get("n", ""))
                 bar.update(task, description=f"round {r}: {info['stage']}", info=f"step {step}{loss}".strip())
             elif kind == "stage":
-                console.print(f"[bold]round {r}[/] {info['stage']}: {escape(_summary(info['stage'], info['info']))}")
+                console.print(f"[bold]round {r}[/] {info['stage']}: {esc(_summary(info['stage'], info['info']))}")
             else:
                 bar.update(task, description=f"round 0: cold start ({info.get('what', kind)})", info="")
 
@@ -185,7 +184,7 @@ def demo(
         st = rows[-1].env if rows else {}
         console.print(f"browsers {st.get('browsers')}, browser crashes {st.get('crashes')} (failed attempts), "
                       f"restarts {st.get('restarts')}, requests off 127.0.0.1 {st.get('net_attempts')}")  # fmt: skip
-    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {lake_uri}; continue it "
+    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {esc(lake_uri)}; continue it "
                   f"with `flywheel round run --lake {lake_uri}`")  # fmt: skip
 
 

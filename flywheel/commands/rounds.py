@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 round_app = typer.Typer(help="Run, resume and inspect flywheel rounds (one at a time per lake).", no_args_is_help=True)
@@ -53,7 +52,7 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
     names = [n.strip() for v in tasks or [] for n in v.split(",") if n.strip()] or None
     cfg, where = resolve_config(lk, config, env, names, people)
     landing = resolve_landing(lk, landing)
-    console.print(f"configuration: {escape(where)} (env {cfg.env}, people {cfg.people}); landing {escape(landing)}")
+    console.print(f"configuration: {esc(where)} (env {cfg.env}, people {cfg.people}); landing {esc(landing)}")
     if cold_start:
         from flows.stages import next_round
         from training.demo import write_cold_start
@@ -63,7 +62,7 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
         if next_round(lk) == 0:
             with console.status("cold start: the scripted demonstrators write round 0's uploads"):
                 wrote = write_cold_start(lk, Path(landing), cfg.backend, seed=cfg.seed)
-            console.print(f"cold start in {escape(landing)}: {wrote or 'already there'}")
+            console.print(f"cold start in {esc(landing)}: {wrote or 'already there'}")
     try:
         out = flywheel_round(
             lake=str(lk.uri),
@@ -164,7 +163,7 @@ def _status_table(lk, only: int | None = None) -> None:  # noqa: ANN001
     from flows.stages import STAGES
     from validators.rounds import read_rounds
 
-    t = Table("round", "new", "P(V=1)", "held-out", "SFT", "CT", "stages", title=escape(str(lk.uri)))
+    t = Table("round", "new", "P(V=1)", "held-out", "SFT", "CT", "stages", title=esc(lk.uri))
     colour = {"done": "green", "running": "yellow", "failed": "red"}
 
     def pct(x: float | None) -> str:
@@ -190,7 +189,7 @@ def status(lake: LakeOpt = None) -> None:
     lk = open_lake(lake)
     _status_table(lk)
     live = LakeLock(lk, "round", heartbeat=False).current()
-    console.print(live.describe() if live else "no round is running")
+    console.print(esc(live.describe()) if live else "no round is running")
 
 
 def serve(
