@@ -84,6 +84,15 @@ def test_contains_agrees_with_a_set_for_keys_sharing_a_prefix(
     assert got.tolist() == [k in set(ids) for k in queries]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=60), st.integers(0, 40))
+def test_sort_words_orders_rows_by_high_then_low_word(rows: list[tuple[int, int]], n_tied: int) -> None:
+    """Few ties take the tie-fixing path, many (a shared high word) the lexsort: both give Python's order."""
+    rows = rows + [(7, v) for _, v in rows[:n_tied]]
+    got = sort_words(np.array(rows, dtype=np.uint64).reshape(-1, 2))
+    assert [tuple(map(int, r)) for r in got] == sorted(rows)
+
+
 def test_append_writes_sidecars_and_rebuilds_a_lost_or_torn_one(any_lake) -> None:
     first, second = episodes(40), episodes(40, start=40)
     assert any_lake.append("episodes", first) == 40
