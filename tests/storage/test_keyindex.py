@@ -34,6 +34,8 @@ def test_key_hashes_are_the_hex_itself_or_md5_per_key() -> None:
     assert (key_hashes(other) == a).all()
     for key, row in zip(other.to_pylist(), a, strict=True):  # the vectorised hash is MD5 of the key's UTF-8 bytes
         assert row.astype("<u8").tobytes() == hashlib.md5(key.encode()).digest()
+    upper = key_hashes(pa.array(["F" * 32, "0123456789ABCDEF" * 2]))  # a whole batch of upper-case hex: hashed too
+    assert upper[0].astype("<u8").tobytes() == hashlib.md5(b"F" * 32).digest() and (upper[0] != words[1]).any()
     odd = pa.array(["a\x00b", "\x1f", "é" * 3])  # NUL, the key separator, non-ASCII
     assert [r.astype("<u8").tobytes() for r in key_hashes(odd)] == [
         hashlib.md5(k.encode()).digest() for k in odd.to_pylist()
