@@ -55,8 +55,11 @@ test-fast: setup
 demo: setup
 	$(BIN)/flywheel demo --rounds 3 --lake ./lake-demo
 
+# Sized to finish in <= 30 minutes on 2 cores; `python -m bench NAME` alone keeps each module's full default (fuzz
+# 600 s, scale 10M episodes, a 5 GiB rollout file). Prints one line per figure and writes bench/results.json.
+BENCH_ENV ?= BENCH_FUZZ_SECONDS=180 BENCH_SCALE_EPISODES=3000000 BENCH_SCALE_ROUNDS=15 BENCH_ROLLOUT_GB=1
 bench: setup
-	$(BIN)/python -m bench
+	$(BENCH_ENV) $(BIN)/python -m bench
 
 # Rebuild the demo's base model (docs/training.md): minutes on a GPU, hours on 2 CPU cores. The shipped one was
 # built in two runs, the second continuing the first (BASE_ARGS="--init DIR --minutes 4.3 --lr 3e-3 --copy-fraction 0.1").

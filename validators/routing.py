@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.iterators import prefetch
 from core.stats import wilson
 from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
 from storage import projection
@@ -291,7 +292,7 @@ def route_round(
         r = plan.reads()
         tables = projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields,
                                  filter=new_episodes_filter(round, routed))  # fmt: skip
-        for chunk in _chunks(tables, chunk_size):
+        for chunk in prefetch(_chunks(tables, chunk_size), "route-read"):  # the next chunk read while this is judged
             routed_now += route_batch(lake, round, chunk, plan, prior, say, r.loaded, run_ts, own)
     summary = summarize(lake, round)
     summary.routed_now = routed_now
