@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     asr_beam_size: int = 1
     cleanup_backend: str = "rules"  # rules | llm
     llm_model: str | None = None  # local model folder/GGUF, or an OpenAI-compatible URL
+    # the workbench (flywheel workbench serve): the key that signs session cookies (a random one per start when
+    # unset, so sessions end with the server) and the largest upload it accepts
+    workbench_secret: SecretStr | None = None
+    workbench_max_upload_mb: float = 512.0
     # routing
     routing_policy: str | None = None  # path to a routing policy file; the bundled default otherwise
 
