@@ -242,6 +242,63 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
                 app.state.store.mark_done(s.assignment_id, s.session_id)
         return asdict(res)
 
+    # ------------------------------------------------------------------------------------------ audit
+    def sample_of(sample_id: str):  # noqa: ANN202 - audits.Sample
+        from flywheel.workbench.audits import get_sample
+
+        smp = get_sample(landing.store, sample_id)
+        if smp is None:
+            raise HTTPException(404, f"no audit sample {sample_id!r}")
+        return smp
+
+    @app.get("/audit", response_class=HTMLResponse)
+    def audit_home(request: Request, user: User = Depends(current_user)) -> HTMLResponse:
+        from flywheel.workbench.audits import samples
+
+        require(user, "auditor")
+        return page(request, "audit.html", user, samples=samples(landing.store))
+
+    @app.post("/api/audit/sample")
+    async def audit_sample(request: Request, user: User = Depends(current_user)) -> dict[str, Any]:
+        from flywheel.workbench.audits import draw_sample
+
+        require(user, "auditor")
+        data = await body(request)
+        try:
+            rnd, n, seed = int(data.get("round", 0)), int(data.get("n", 20)), int(data.get("seed", 0))
+            smp = draw_sample(lake, landing.store, rnd, n, seed, user.username)
+        except (TypeError, ValueError) as e:
+            raise HTTPException(400, str(e)) from None
+        return {"sample_id": smp.sample_id, "n": len(smp.episode_ids), "url": f"/audit/{smp.sample_id}/0"}
+
+    @app.get("/audit/{sample_id}/{i}", response_class=HTMLResponse)
+    def audit_episode(request: Request, sample_id: str, i: int, user: User = Depends(current_user)) -> HTMLResponse:
+        from flywheel.workbench.audits import episode_view, recorded
+
+        require(user, "auditor")
+        smp = sample_of(sample_id)
+        if not 0 <= i < len(smp.episode_ids):
+            raise HTTPException(404, f"the sample has episodes 0 to {len(smp.episode_ids) - 1}")
+        view = episode_view(lake, smp, i, user.username)
+        done = recorded(lake, smp, user.username)
+        return page(request, "audit_episode.html", user, smp=smp, i=i, n_done=len(done), **view)
+
+    @app.post("/api/audit/{sample_id}/{i}")
+    async def audit_verdict(request: Request, sample_id: str, i: int, user: User = Depends(current_user)) -> dict:
+        from flywheel.workbench.audits import record_verdict
+
+        require(user, "auditor")
+        smp = sample_of(sample_id)
+        if not 0 <= i < len(smp.episode_ids):
+            raise HTTPException(404, "no such episode in the sample")
+        data = await body(request)
+        try:
+            new = record_verdict(lake, smp, i, user.username, str(data.get("verdict", "")), data.get("note"))
+        except ValueError as e:
+            raise HTTPException(400, str(e)) from None
+        nxt = f"/audit/{sample_id}/{i + 1}" if i + 1 < len(smp.episode_ids) else "/audit"
+        return {"recorded": new, "next": nxt}
+
     # ----------------------------------------------------------------------------------------- upload
     @app.post("/api/upload")
     async def upload(request: Request, name: str = "bundle.zip", user: User = Depends(current_user)) -> dict[str, Any]:
