@@ -6,6 +6,7 @@ sample's episodes by id), never a scan of the episodes table, so they load fast 
 from __future__ import annotations
 
 import base64
+import io
 import secrets
 import tempfile
 from dataclasses import asdict, dataclass
@@ -178,8 +179,7 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         if a is None:
             raise HTTPException(404, "no such assignment")
         require_owner(user, a.annotator)
-        mode = "annotate" if a.mode == "annotate" else "screen"
-        s = app.state.live.start(a.annotator, Task.from_dict(a.task), mode, a.assignment_id)
+        s = app.state.live.start(a.annotator, Task.from_dict(a.task), a.mode, a.assignment_id)
         return {"session_id": s.session_id, "url": f"/live/{s.session_id}"}
 
     @app.get("/live/{sid}", response_class=HTMLResponse)
@@ -221,8 +221,46 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
                         raise HTTPException(400, "an override needs your thought: say why this action")
                     s.act(action, thought, decision="overridden")
                 else:
-                    s.act(action, thought)
+                    t = data.get("t")
+                    s.act(action, thought, t_client=float(t) if isinstance(t, (int, float)) else None)
             return state(s)
+
+    @app.post("/api/live/{sid}/events")
+    async def live_events(sid: str, request: Request, user: User = Depends(current_user)) -> dict[str, Any]:
+        """Think-aloud: the recording's pointer and key events (sent before its audio)."""
+        from flywheel.workbench.recording import RecordingError, clean_events
+
+        s = live_of(sid, user)
+        data = await body(request)
+        try:
+            s.events = clean_events(data.get("events"))
+        except RecordingError as e:
+            raise HTTPException(400, str(e)) from None
+        return {"events": len(s.events)}
+
+    @app.post("/api/live/{sid}/audio")
+    async def live_audio(sid: str, request: Request, user: User = Depends(current_user)) -> dict[str, Any]:
+        """Think-aloud: the recorded audio (the raw body, size-limited while it streams); builds, checks and lands
+        the session's bundle."""
+        from flywheel.workbench.recording import RecordingError, land_recording
+
+        s = live_of(sid, user)
+        if s.mode != "think-aloud":
+            raise HTTPException(400, "this is not a think-aloud session")
+        buf = io.BytesIO()
+        await receive(request, buf)
+        audio = buf.getvalue()
+        owner = app.state.store.user(s.owner)
+        with s.lock:
+            try:
+                res = land_recording(s, s.events, audio, landing, owner.group if owner else None,
+                                     cfg.max_upload_bytes)  # fmt: skip
+            except RecordingError as e:
+                return JSONResponse({"error": str(e), "problems": [str(p) for p in e.problems]}, status_code=422)
+            s.landed = True
+            if s.assignment_id:
+                app.state.store.mark_done(s.assignment_id, s.session_id)
+        return res
 
     @app.post("/api/live/{sid}/finish")
     def live_finish(sid: str, user: User = Depends(current_user)) -> dict[str, Any]:
@@ -299,27 +337,32 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         nxt = f"/audit/{sample_id}/{i + 1}" if i + 1 < len(smp.episode_ids) else "/audit"
         return {"recorded": new, "next": nxt}
 
+    async def receive(request: Request, sink: Any) -> None:
+        """Copy the raw request body into `sink`, refused (413) past the upload limit before it is all read:
+        at once when Content-Length says so, else as soon as the stream passes it."""
+        limit = cfg.max_upload_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise HTTPException(413, f"the upload is {int(declared):,} bytes, over the limit of {limit:,}")
+        n = 0
+        async for chunk in request.stream():
+            n += len(chunk)
+            if n > limit:
+                raise HTTPException(413, f"the upload is over the limit of {limit:,} bytes")
+            sink.write(chunk)
+
     # ----------------------------------------------------------------------------------------- upload
     @app.post("/api/upload")
     async def upload(request: Request, name: str = "bundle.zip", user: User = Depends(current_user)) -> dict[str, Any]:
         """A think-aloud bundle (.zip or .tar.gz, the raw request body): size-limited while it streams, then the
         same checks as `flywheel upload`, then the landing area. Nothing is stored before every check passes."""
         require(user, "annotator", "lead")
-        limit = cfg.max_upload_bytes
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise HTTPException(413, f"the upload is {int(declared):,} bytes, over the limit of {limit:,}")
         suffix = ".tar.gz" if name.endswith((".tar.gz", ".tgz")) else ".zip"
         with tempfile.TemporaryDirectory(prefix="flywheel-workbench-upload-") as tmp:
             path = Path(tmp) / f"upload{suffix}"
-            n = 0
             with path.open("wb") as fh:
-                async for chunk in request.stream():
-                    n += len(chunk)
-                    if n > limit:
-                        raise HTTPException(413, f"the upload is over the limit of {limit:,} bytes")
-                    fh.write(chunk)
-            check = check_bundle(path, Limits(max_bundle_bytes=limit))
+                await receive(request, fh)
+            check = check_bundle(path, Limits(max_bundle_bytes=cfg.max_upload_bytes))
             if not check.ok:
                 return JSONResponse({"error": "the bundle did not pass its checks",
                                      "problems": [str(p) for p in check.problems]}, status_code=422)  # fmt: skip

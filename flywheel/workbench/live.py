@@ -49,11 +49,12 @@ class LiveStep:
     proposals: list[Any] = field(default_factory=list)  # proposals.Proposed
     decision: str | None = None  # accepted | overridden (interactive annotation)
     accepted_index: int | None = None
+    t_client: float | None = None  # think-aloud: when the page sent the action, on the recording's clock
 
 
 @dataclass
 class LiveSession:
-    """One person's environment on the server. `mode` is annotate (proposals at every step) or screen."""
+    """One person's environment on the server. `mode` is annotate (proposals at every step) or think-aloud."""
 
     session_id: str
     owner: str
@@ -67,6 +68,7 @@ class LiveSession:
     last_t: float = 0.0
     error: str | None = None  # the last action's problem (off-screen, ...)
     landed: bool = False
+    events: list[dict[str, Any]] = field(default_factory=list)  # think-aloud: the page's recorded input events
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
