@@ -133,6 +133,13 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         require_owner(user, who)
         return [asdict(a) for a in app.state.store.assignments(who)]
 
+    @app.get("/lead", response_class=HTMLResponse)
+    def lead_page(request: Request, user: User = Depends(current_user)) -> HTMLResponse:
+        from flywheel.workbench.lead import lead_view
+
+        require(user, "lead")
+        return page(request, "lead.html", user, **lead_view(lake, landing, app.state.store))
+
     @app.post("/api/assign")
     async def assign(request: Request, user: User = Depends(current_user)) -> list[dict[str, Any]]:
         """A lead gives an annotator n training tasks of the sandbox (never held-out ones)."""
@@ -155,9 +162,13 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         return [asdict(a) for a in out]
 
     # ------------------------------------------------------------------------------ live sessions
-    def state(s: LiveSession) -> dict[str, Any]:
+    def ensure_proposals(s: LiveSession) -> None:
+        """The current step's proposals, made once per step (what the person saw is what gets stored)."""
         if s.mode == "annotate" and not s.done and not s.proposals:
             s.proposals = app.state.proposer.propose(s.task.instruction, s.history(), s.env.observation().text)
+
+    def state(s: LiveSession) -> dict[str, Any]:
+        ensure_proposals(s)
         png = s.screenshot()
         v = s.env.verify() if s.done else None
         return {
@@ -202,6 +213,7 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         with s.lock:
             if s.done:
                 raise HTTPException(409, "the episode is over; finish the session")
+            ensure_proposals(s)
             if "accept" in data:
                 if s.mode != "annotate":
                     raise HTTPException(400, "there are no proposals to accept in this session")
