@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.sessions import SessionMiddleware
 
 from flywheel.people.upload import Landing, Limits, check_bundle
@@ -124,8 +125,36 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
     # ------------------------------------------------------------------------------------------ home
     @app.get("/", response_class=HTMLResponse)
     def home(request: Request, user: User = Depends(current_user)) -> HTMLResponse:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         mine = app.state.store.assignments(user.username)
-        return page(request, "home.html", user, assignments=mine)
+        sids = [a.session_id for a in mine if a.session_id]
+        ingested = {}
+        if sids:
+            flt = pc.field("session_id").isin(pa.array(sids, pa.string()))
+            cols = ["session_id", "status", "round", "thought_share", "override_rate", "n_actions"]
+            ingested = {r["session_id"]: r for r in lake.read("sessions", cols, filter=flt).to_pylist()}
+        return page(request, "home.html", user, assignments=mine, ingested=ingested)
+
+    @app.get("/sessions/{sid}", response_class=HTMLResponse)
+    def session_page(request: Request, sid: str, user: User = Depends(current_user)) -> HTMLResponse:
+        """A landed session once ingested: its transcript (each action with the thought aligned to it)."""
+        import pyarrow.compute as pc
+
+        owner = next((a.annotator for a in app.state.store.assignments() if a.session_id == sid), None)
+        if owner is None:
+            raise HTTPException(404, f"no workbench session {sid!r}")
+        require_owner(user, owner)
+        cols = ["session_id", "status", "round", "thought_share", "override_rate", "n_actions", "asr_confidence",
+                "problems"]  # fmt: skip
+        rows = lake.read("sessions", cols, filter=pc.field("session_id") == sid).to_pylist()
+        steps = []
+        if rows and rows[0]["round"] is not None:
+            flt = (pc.field("round") == rows[0]["round"]) & (pc.field("session_id") == sid)
+            for ep in lake.read("episodes", ["steps"], filter=flt).to_pylist():
+                steps += ep["steps"] or []
+        return page(request, "session.html", user, sid=sid, row=rows[0] if rows else None, steps=steps)
 
     @app.get("/api/assignments")
     def assignments(annotator: str | None = None, user: User = Depends(current_user)) -> list[dict[str, Any]]:
@@ -210,6 +239,9 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         person's own action (an override in annotate mode, where the thought is required)."""
         s = live_of(sid, user)
         data = await body(request)
+        return await run_in_threadpool(act, s, data)  # the env and the model run off the event loop
+
+    def act(s: LiveSession, data: dict[str, Any]) -> dict[str, Any]:
         with s.lock:
             if s.done:
                 raise HTTPException(409, "the episode is over; finish the session")
@@ -263,16 +295,20 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         await receive(request, buf)
         audio = buf.getvalue()
         owner = app.state.store.user(s.owner)
-        with s.lock:
-            try:
-                res = land_recording(s, s.events, audio, landing, owner.group if owner else None,
-                                     cfg.max_upload_bytes)  # fmt: skip
-            except RecordingError as e:
-                return JSONResponse({"error": str(e), "problems": [str(p) for p in e.problems]}, status_code=422)
-            s.landed = True
-            if s.assignment_id:
-                app.state.store.mark_done(s.assignment_id, s.session_id)
-        return res
+
+        def land() -> Response | dict[str, Any]:
+            with s.lock:
+                try:
+                    res = land_recording(s, s.events, audio, landing, owner.group if owner else None,
+                                         cfg.max_upload_bytes)  # fmt: skip
+                except RecordingError as e:
+                    return JSONResponse({"error": str(e), "problems": [str(p) for p in e.problems]}, status_code=422)
+                s.landed = True
+                if s.assignment_id:
+                    app.state.store.mark_done(s.assignment_id, s.session_id)
+            return res
+
+        return await run_in_threadpool(land)
 
     @app.post("/api/live/{sid}/finish")
     def live_finish(sid: str, user: User = Depends(current_user)) -> dict[str, Any]:
@@ -316,7 +352,7 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
         data = await body(request)
         try:
             rnd, n, seed = int(data.get("round", 0)), int(data.get("n", 20)), int(data.get("seed", 0))
-            smp = draw_sample(lake, landing.store, rnd, n, seed, user.username)
+            smp = await run_in_threadpool(draw_sample, lake, landing.store, rnd, n, seed, user.username)
         except (TypeError, ValueError) as e:
             raise HTTPException(400, str(e)) from None
         return {"sample_id": smp.sample_id, "n": len(smp.episode_ids), "url": f"/audit/{smp.sample_id}/0"}
@@ -343,7 +379,9 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
             raise HTTPException(404, "no such episode in the sample")
         data = await body(request)
         try:
-            new = record_verdict(lake, smp, i, user.username, str(data.get("verdict", "")), data.get("note"))
+            new = await run_in_threadpool(
+                record_verdict, lake, smp, i, user.username, str(data.get("verdict", "")), data.get("note")
+            )
         except ValueError as e:
             raise HTTPException(400, str(e)) from None
         nxt = f"/audit/{sample_id}/{i + 1}" if i + 1 < len(smp.episode_ids) else "/audit"
@@ -374,13 +412,13 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
             path = Path(tmp) / f"upload{suffix}"
             with path.open("wb") as fh:
                 await receive(request, fh)
-            check = check_bundle(path, Limits(max_bundle_bytes=cfg.max_upload_bytes))
+            check = await run_in_threadpool(check_bundle, path, Limits(max_bundle_bytes=cfg.max_upload_bytes))
             if not check.ok:
                 return JSONResponse({"error": "the bundle did not pass its checks",
                                      "problems": [str(p) for p in check.problems]}, status_code=422)  # fmt: skip
             if user.role == "annotator" and check.annotator_id not in (None, user.username):
                 raise HTTPException(403, "the bundle names another annotator")
-            uri, uploaded = landing.upload(check, lambda _n: None)
+            uri, uploaded = await run_in_threadpool(landing.upload, check, lambda _n: None)
         return {"landed_uri": uri, "uploaded": uploaded, "session_id": check.session_id, "n_actions": check.n_actions}
 
     return app

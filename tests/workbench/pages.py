@@ -18,7 +18,7 @@ def shots_dir(tmp_path: Path) -> Path:
     return d
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 30.0, what: str = "the page") -> Any:
+def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "the page") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         try:

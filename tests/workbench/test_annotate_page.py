@@ -77,6 +77,18 @@ def test_accept_two_override_one_lands_a_preference_pair(server, tmp_path: Path)
         wait_for(lambda: "preference pair" in d.find_element(By.ID, "message").text, what="the landed message")
         full_shot(d, shots / "annotate-landed.png")
         assert not page_errors(d)
+        d.get(f"{base}/")
+        assert "done" in d.find_element(By.CSS_SELECTOR, "tr[data-assignment] td.status").text
+        full_shot(d, shots / "home.png")
+        d.find_element(By.ID, "logout").click()
+        wait_for(lambda: d.find_element(By.ID, "login"), what="the login page")
+        full_shot(d, shots / "login.png")
+        login(d, base, "lena")
+        d.get(f"{base}/lead")
+        acc = d.find_element(By.CSS_SELECTOR, "#rates tr[data-user='alice'] td.acceptance").text
+        assert acc == "67%", acc  # two of three steps accepted
+        full_shot(d, shots / "lead.png")
+        assert not page_errors(d)
     assert sorted(decisions) == ["accepted", "accepted", "overridden"]
     assert live.env.verify().passed
 

@@ -3,7 +3,6 @@ lands in the landing area, and the intake turns it into an episode whose thought
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -11,6 +10,8 @@ import pytest
 
 from ingest.formats.bundle import espeak_available, speak_script
 from tests.dashboards.browser import available, chromium
+from tests.helpers.text import wer
+from tests.workbench.conftest import client
 from tests.workbench.pages import click_at, full_shot, login, page_errors, shots_dir, wait_for
 
 pytestmark = [
@@ -23,17 +24,6 @@ THOUGHTS = (
     "Now I type the name Jonas into the box.",
     "The form is filled, so I press the send button to finish.",
 )
-
-
-def words(s: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", s.lower())
-
-
-def wer(ref: str, hyp: str) -> float:
-    from rapidfuzz.distance import Levenshtein
-
-    r = words(ref)
-    return Levenshtein.distance(r, words(hyp)) / max(1, len(r))
 
 
 def test_recorded_session_lands_with_its_spoken_thoughts(server, tmp_path: Path) -> None:
@@ -102,3 +92,10 @@ def test_recorded_session_lands_with_its_spoken_thoughts(server, tmp_path: Path)
     on_right = [wer(th, s["thought"]) <= 0.3 for th, s in zip(THOUGHTS, steps)]
     print(f"think-aloud through the page: WER={total:.3f}, thoughts on the right action {on_right}: {hyp!r}")
     assert total <= 0.15 and all(on_right)
+    # the annotator sees the transcript and thought coverage once it is ingested; nobody else does
+    alice = client(b, "alice")
+    assert "thoughts on 100% of actions" in alice.get("/").text
+    page = alice.get(f"/sessions/{live.session_id}")
+    assert page.status_code == 200 and "thought coverage 100%" in page.text
+    assert all(s["thought"].split()[-1].strip(".").lower() in page.text.lower() for s in steps)
+    assert client(b, "bob").get(f"/sessions/{live.session_id}").status_code == 403
