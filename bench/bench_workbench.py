@@ -8,6 +8,8 @@ Figures:
   session and JSON overhead shows as a ratio;
 - the first load of each page (home, lead, audit) on a lake of 1,000,000 episodes (BENCH_QUICK=1: 100,000)
   against the 1 s budget: the pages read only what they show, with filters, never a scan of the episodes table.
+  BENCH_WORKBENCH_EPISODES sets the lake's size (building it is most of the run: about 3 CPU-minutes per 100,000
+  episodes on a loaded 2-core machine).
 """
 
 from __future__ import annotations
@@ -73,12 +75,14 @@ def run() -> list[Figure]:
     from tests.dashboards.demo_lake import build_demo_lake
     from training.envs import env_backend
 
-    n_eps = 100_000 if quick() else 1_000_000
+    n_eps = int(os.environ.get("BENCH_WORKBENCH_EPISODES") or (100_000 if quick() else 1_000_000))
     n_actions = 100 if quick() else 300
     with tempfile.TemporaryDirectory(prefix="bench-workbench-") as tmp:
         lake = Lake.open(Path(tmp) / "lake", create=True)
         t0 = time.perf_counter()
-        build_demo_lake(lake, rounds=20, episodes=n_eps, chunks=10, quarantined=1_000, seed=1)
+        build_demo_lake(
+            lake, rounds=20, episodes=n_eps, chunks=max(1, min(10, n_eps // 10_000)), quarantined=1_000, seed=1
+        )
         console.print(f"demo lake: {n_eps:,} episodes in {time.perf_counter() - t0:.1f} s")
         landing = Path(tmp) / "landing"
         store = Store(Landing.open(str(landing)).store)
