@@ -11,9 +11,26 @@ export GX_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 
-.PHONY: setup lint test test-fast demo bench base lock clean
+.PHONY: setup debian lint test test-fast demo bench base lock clean
 
-setup: $(STAMP)
+# Debian packages for speech (espeak-ng, sox), video (ffmpeg) and the browser tests and MiniWoB++ (chromium and its
+# driver): installed when missing and we may (root with apt-get); otherwise the line to run is printed and the tests
+# that need them skip with a reason.
+DEB_PKGS := espeak-ng sox ffmpeg chromium chromium-driver
+DEB_CMDS := espeak-ng sox ffmpeg chromium chromedriver
+
+setup: debian $(STAMP)
+
+debian:
+	@missing=$$(for c in $(DEB_CMDS); do command -v $$c >/dev/null || echo $$c; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian packages: $(DEB_PKGS)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PKGS) >/dev/null; \
+	  else \
+	    echo "note: missing $$missing; run: sudo apt-get install $(DEB_PKGS)"; \
+	  fi; \
+	fi
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,8 +55,11 @@ test-fast: setup
 demo: setup
 	$(BIN)/flywheel demo --rounds 3 --lake ./lake-demo
 
+# Sized to finish in <= 30 minutes on 2 cores; `python -m bench NAME` alone keeps each module's full default (fuzz
+# 600 s, scale 10M episodes, a 5 GiB rollout file). Prints one line per figure and writes bench/results.json.
+BENCH_ENV ?= BENCH_FUZZ_SECONDS=180 BENCH_SCALE_EPISODES=3000000 BENCH_SCALE_ROUNDS=15 BENCH_ROLLOUT_GB=1
 bench: setup
-	$(BIN)/python -m bench
+	$(BENCH_ENV) $(BIN)/python -m bench
 
 # Rebuild the demo's base model (docs/training.md): minutes on a GPU, hours on 2 CPU cores. The shipped one was
 # built in two runs, the second continuing the first (BASE_ARGS="--init DIR --minutes 4.3 --lr 3e-3 --copy-fraction 0.1").

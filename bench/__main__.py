@@ -1,36 +1,105 @@
-"""Run every benchmark module (bench/bench_*.py, each with `run() -> list[Figure]`) and print the figures.
+"""Run every benchmark module (bench/bench_*.py, each with `run() -> list[Figure]`), print the figures, one line
+each, and write them to bench/results.json (BENCH_RESULTS overrides the path) so two runs can be compared.
 
-`python -m bench [NAME...]` runs only the named modules (e.g. `python -m bench lake`).
+`python -m bench [NAME...]` runs only the named modules (e.g. `python -m bench lake`);
+`python -m bench compare OLD.json NEW.json` prints each figure of both runs side by side.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import pkgutil
+import subprocess
 import sys
+import time
 import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import bench
-from bench.common import console, print_figures
+from bench.common import console, figure_line, load, print_figures, quick
+
+RESULTS = Path(__file__).with_name("results.json")
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=Path(__file__).parent
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _say(line: str) -> None:
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["compare"]:
+        return compare(*argv[1:3])
     names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
     if argv:
         names = [n for n in names if n.removeprefix("bench_") in argv or n in argv]
+    t_start, load_start = time.perf_counter(), load()
+    results: dict[str, Any] = {
+        "commit": _commit(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": quick(),
+        "cores": os.cpu_count(),
+        "load_start": load_start,
+        "modules": {},
+        "figures": [],
+    }
+    lines: list[str] = []
     failed = 0
     for name in names:
         console.rule(name)
+        t0 = time.perf_counter()
         try:
             figures = importlib.import_module(f"bench.{name}").run()
-        except Exception:  # noqa: BLE001 - one broken benchmark must not hide the others
+        except Exception as e:  # noqa: BLE001 - one broken benchmark must not hide the others
             traceback.print_exc()
             failed += 1
+            results["modules"][name] = {"s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"}
+            lines.append(f"{name}: ERROR {type(e).__name__}: {e}")
             continue
+        results["modules"][name] = {"s": time.perf_counter() - t0}
         print_figures(name, figures)
+        lines += [figure_line(name, f) for f in figures]
+        results["figures"] += [{"module": name, **f.as_dict()} for f in figures]
         failed += sum(1 for f in figures if f.ok is False)
-    console.print(f"{'all targets met' if not failed else f'{failed} figure(s) below target'}")
+    wall = time.perf_counter() - t_start
+    results.update(wall_s=wall, load_end=load(), failed=failed)
+    out = Path(os.environ.get("BENCH_RESULTS", RESULTS))
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    console.rule("summary")
+    for line in lines:
+        _say(line)
+    verdict = "all targets met" if not failed else f"{failed} figure(s) below target or failed"
+    _say(f"{verdict}; {len(names)} module(s) in {wall / 60:.1f} min, load {load_start:.1f} -> {load():.1f}; {out}")
     return 1 if failed else 0
+
+
+def compare(old: str | None, new: str | None) -> int:
+    """Each figure of two results files: ratio then and now (figures matched by module and name)."""
+    if not old or not new:
+        _say("usage: python -m bench compare OLD.json NEW.json")
+        return 2
+    a, b = (json.loads(Path(p).read_text()) for p in (old, new))
+    before = {(f["module"], f["name"]): f for f in a["figures"]}
+    _say(
+        f"{old}: {a['commit']} ({a['started']}, load {a['load_start']:.1f}); {new}: {b['commit']} ({b['started']}, load {b['load_start']:.1f})"
+    )
+    for f in b["figures"]:
+        o = before.get((f["module"], f["name"]))
+        then = f"{o['ratio']:.2f}x (load {o['load']:.1f})" if o else "new"
+        _say(f"{f['module']}: {f['name']}: {then} -> {f['ratio']:.2f}x (load {f['load']:.1f})")
+    return 0
 
 
 if __name__ == "__main__":

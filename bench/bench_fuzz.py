@@ -1,5 +1,6 @@
 """Fuzzing for minutes: the targets of tests/hostile/fuzz_targets.py (action parser, rollout reader, annotation
-reader, think-aloud bundle reader on mutated folders and zips), each in fresh random hypothesis runs until its share
+reader, think-aloud bundle reader on mutated folders and zips; deep nesting, markup in every string field and file
+name, non-finite numbers in every numeric field), each in fresh random hypothesis runs until its share
 of the time budget is spent. Reports inputs tried, crashes (must be 0) and outcomes (quarantine codes, episodes, refused actions) per target.
 
 BENCH_FUZZ_SECONDS sets the total budget (default 600, BENCH_QUICK=1: 40). Figures: per target, hostile inputs per
@@ -29,20 +30,20 @@ def _targets(work: Path, lake: Any) -> dict[str, tuple[Any, Callable[[Any], Any]
     from tests.hostile import fuzz_targets as ft
 
     def bundle(case: Any) -> None:
-        parts, raw, where, zbytes = case
-        ft.target_bundle(lake, parts, raw, zbytes, work)
+        parts, raw, where, name, zbytes = case
+        ft.target_bundle(lake, parts, raw, zbytes, work, name)
 
     @st.composite
     def bundle_case(draw: Any) -> Any:
-        parts, raw, where = draw(ft.hostile_bundle())
+        parts, raw, where, name = draw(ft.hostile_bundle())
         z = None
         if where == "zip":
             d = Path(tempfile.mkdtemp(dir=work))
             z = draw(ft.mutated_bytes(ft.zip_folder(ft.write_parts(d / "src", parts)), 3))
-        return parts, raw, where, z
+        return parts, raw, where, name, z
 
     rollout = st.lists(
-        st.one_of(ft.mutated_json(ft.rollout_line()).map(json.dumps), st.just(json.dumps(ft.rollout_line()))),
+        st.one_of(ft.hostile_json(ft.rollout_line()), st.just(json.dumps(ft.rollout_line()))),
         min_size=1,
         max_size=8,
     )
@@ -58,7 +59,7 @@ def _targets(work: Path, lake: Any) -> dict[str, tuple[Any, Callable[[Any], Any]
             lambda: ft.target_rollout_block(json.dumps(ft.rollout_line()).encode()),
         ),
         "annotations": (
-            ft.mutated_json(ft.annotation_doc(), 5).map(lambda d: json.dumps(d).encode()).flatmap(lambda b: st.one_of(st.just(b), ft.mutated_bytes(b, 4))),
+            ft.hostile_json(ft.annotation_doc(), 5).map(lambda d: d.encode()).flatmap(lambda b: st.one_of(st.just(b), ft.mutated_bytes(b, 4))),
             lambda b: ft.target_annotation(b, work),
             lambda: ft.target_annotation(json.dumps(ft.annotation_doc()).encode(), work),
         ),

@@ -6,13 +6,18 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from core.console import console
 
-console = Console()
+__all__ = ["Figure", "best_of", "console", "figure_line", "load", "print_figures", "quick", "timer"]
+
+
+def load() -> float:
+    """The machine's 1-minute load average: printed beside every figure (the 2 cores are shared, and a busy core
+    halves a rate)."""
+    return os.getloadavg()[0]
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Figure:
     target: float | None = None  # required ratio (value/baseline for rates; baseline/value when lower_is_better)
     lower_is_better: bool = False
     note: str = ""
+    load: float = field(default_factory=load)  # when the figure was made
 
     @property
     def ratio(self) -> float:
@@ -36,6 +42,9 @@ class Figure:
     @property
     def ok(self) -> bool | None:
         return None if self.target is None else self.ratio >= self.target
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio, "ok": self.ok}
 
 
 def quick() -> bool:
@@ -63,16 +72,16 @@ def best_of(fn: Callable[[], Any], n: int = 3) -> float:
     return best
 
 
+def figure_line(module: str, f: Figure) -> str:
+    """One plain line per figure (no table: it must read the same in a terminal and in a log file)."""
+    verdict = {None: "info", True: "ok", False: "BELOW TARGET"}[f.ok]
+    target = "" if f.target is None else f" (target >= {f.target}x)"
+    return (
+        f"{module}: {f.name}: {f.value:,.4g} {f.unit} vs {f.baseline:,.4g} {f.unit} = {f.ratio:.2f}x{target} "
+        f"{verdict}; load {f.load:.1f}" + (f"; {f.note}" if f.note else "")
+    )
+
+
 def print_figures(title: str, figures: list[Figure]) -> None:
-    t = Table("figure", "ours", "baseline", "ratio", "target", "ok", title=title)
     for f in figures:
-        ok = {None: "", True: "[green]yes[/]", False: "[red]NO[/]"}[f.ok]
-        t.add_row(
-            f.name + (f"\n[dim]{f.note}[/]" if f.note else ""),
-            f"{f.value:,.3g} {f.unit}",
-            f"{f.baseline:,.3g} {f.unit}",
-            f"{f.ratio:.2f}x",
-            "" if f.target is None else f">= {f.target}x",
-            ok,
-        )
-    console.print(t)
+        console.print(figure_line(title, f), markup=False, highlight=False, soft_wrap=True)

@@ -42,6 +42,15 @@ class Settings(BaseSettings):
     asr_beam_size: int = 1
     cleanup_backend: str = "rules"  # rules | llm
     llm_model: str | None = None  # local model folder/GGUF, or an OpenAI-compatible URL
+    # size limits of a think-aloud bundle, folder or archive alike: `flywheel upload` checks and ingestion enforce
+    # the same values (ingest.archives.Limits), so a bundle that passes upload's checks passes ingestion's
+    bundle_max_bytes: int = Field(default=8 << 30, ge=1)  # all files, unpacked
+    bundle_max_file_bytes: int = Field(default=4 << 30, ge=1)  # one file, unpacked
+    bundle_max_files: int = Field(default=20_000, ge=1)
+    bundle_max_ratio: float = Field(default=200.0, gt=1)  # unpacked / packed beyond which a member is a bomb
+    # limits on input JSON (every reader: rollout lines, annotation sessions, bundle manifests and events)
+    json_max_depth: int = Field(default=64, ge=1)  # nesting of arrays/objects; the formats need under 10
+    json_max_bytes: int = Field(default=256 << 20, ge=1)  # one document or one JSONL line
     # the workbench (flywheel workbench serve): the key that signs session cookies (a random one per start when
     # unset, so sessions end with the server) and the largest upload it accepts
     workbench_secret: SecretStr | None = None

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.stats import wilson
 from dashboards.format import is_missing
 from dashboards.spec import PanelSpec
 from dashboards.svg import Point, Series, color_for
@@ -62,9 +63,8 @@ def _fetch(con: Any, sql: str, spec: PanelSpec, max_rows: int) -> list[dict[str,
 
 
 def wilson_fill(tbl: pa.Table, spec: PanelSpec) -> pa.Table:
-    """Fill null rate/lo/hi from the counts k of n with the Wilson 95% interval (statsmodels), vectorised."""
-    from statsmodels.stats.proportion import proportion_confint
-
+    """Fill null rate/lo/hi from the counts k of n with the Wilson 95% interval (core.stats), vectorised; a row
+    with n = 0 (or no counts) has no rate and so no interval."""
     w = spec.wilson
     assert w is not None
     k = np.asarray(tbl.column(w.k).to_numpy(zero_copy_only=False), dtype=float)
@@ -72,7 +72,7 @@ def wilson_fill(tbl: pa.Table, spec: PanelSpec) -> pa.Table:
     ok = np.isfinite(k) & np.isfinite(n) & (n > 0)
     lo, hi = np.full(len(n), np.nan), np.full(len(n), np.nan)
     if ok.any():
-        lo[ok], hi[ok] = proportion_confint(k[ok], n[ok], alpha=0.05, method="wilson")
+        lo[ok], hi[ok] = wilson(k[ok], n[ok])
     rate = np.where(ok, k / np.where(ok, n, 1), np.nan)
     for col, new in ((w.rate, rate), (w.lo, lo), (w.hi, hi)):
         arr = pa.array(new, type=pa.float64(), from_pandas=True)  # NaN -> null

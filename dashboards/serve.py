@@ -2,6 +2,10 @@
 
 The page is re-rendered when a table's Delta version has changed since the last render (checked on each request
 for the page, which costs one metadata read per table), so a browser reload shows the latest round.
+
+Only the page is served, for GET and HEAD alike (no other file of its folder, no listing: the handler is a plain
+BaseHTTPRequestHandler, not a file server), and only to requests whose Host header names this server by its
+loopback address or `localhost` (a DNS-rebinding page in a browser sends its own host name and is refused).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from dashboards.render import render_dashboard
@@ -26,7 +30,7 @@ class DashboardServer:
         self._lock = threading.Lock()
         self._seen: tuple[int, ...] | None = None
         self.refresh()
-        handler = partial(_Handler, directory=str(self.out.parent), dashboard=self)
+        handler = partial(_Handler, dashboard=self)
         self.httpd = ThreadingHTTPServer((host, port), handler)
 
     @property
@@ -52,21 +56,43 @@ class DashboardServer:
         self.httpd.server_close()
 
 
-class _Handler(SimpleHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
     def __init__(self, *args, dashboard: DashboardServer, **kwargs) -> None:  # noqa: ANN002, ANN003
         self.dashboard = dashboard
         super().__init__(*args, **kwargs)
 
-    def do_GET(self) -> None:
+    def _host_ok(self) -> bool:
+        """The Host header names this server: its bound address or localhost, with its port."""
+        host, port = self.server.server_address[:2]
+        names = {str(host), "localhost", "127.0.0.1", "[::1]"}
+        return self.headers.get("Host", "").strip().lower() in {f"{n}:{port}" for n in names}
+
+    def _page(self, body: bool) -> None:
+        if not self._host_ok():
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "unknown Host: this server answers only to its own address")
+            return
         page = self.dashboard.out.name
-        if self.path in ("/", "/index.html", f"/{page}"):
-            try:
-                self.dashboard.refresh()
-            except Exception as e:  # noqa: BLE001 - keep serving the last good page, say why in the log
-                self.log_error("re-render failed: %s", e)
-            self.path = f"/{page}"
-            return super().do_GET()
-        self.send_error(HTTPStatus.NOT_FOUND, "only the dashboard page is served here")
+        if self.path.split("?", 1)[0] not in ("/", "/index.html", f"/{page}"):
+            self.send_error(HTTPStatus.NOT_FOUND, "only the dashboard page is served here")
+            return
+        try:
+            self.dashboard.refresh()
+        except Exception as e:  # noqa: BLE001 - keep serving the last good page, say why in the log
+            self.log_error("re-render failed: %s", e)
+        data = self.dashboard.out.read_bytes()
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._page(body=True)
+
+    def do_HEAD(self) -> None:
+        self._page(body=False)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:  # errors still go to stderr
         pass

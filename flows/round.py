@@ -1,6 +1,7 @@
-"""The `flywheel_round` Prefect flow: one round, stage by stage, one round at a time, resumable.
+"""The `flywheel-round` Prefect flow: one round, stage by stage, one round at a time, resumable.
 
-Thin tasks over flows/stages.py. The flow holds the lake's round lock (storage/lock.py) for its whole run and
+Thin tasks over flows/stages.py (the one round engine: `flywheel round run`, the deployments of prefect.yaml and
+`flywheel demo` all run this flow). The flow holds the lake's round lock (storage/lock.py) for its whole run and
 writes the running stage into it, so a second start says which round and stage are running and since when.
 Training stages run in-process by default; with `train_deployment` set they run as their own deployment
 (`run_deployment`), so a data engineer can send them to a GPU work pool. Stages that only do lake I/O retry;
@@ -15,26 +16,32 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
 
 from core.settings import get_settings
+from flows.config import RoundConfig, resolve_config, resolve_landing
 from flows.stages import (
     TRAIN_STAGES,
-    RoundConfig,
+    Progress,
     RoundContext,
     RoundStateError,
     next_round,
     pending_stages,
+    record_config,
     round_state,
     run_stage,
 )
 from storage.lake import Lake
 from storage.lock import LakeLock
 
-_RETRIES = {"ingest": 2, "route": 2, "summary": 2}
+_RETRIES = {"intake": 2, "route": 2, "summary": 2}
 
 
-def _ctx(lake: str, round: int, landing: str | None, cfg: RoundConfig | None) -> RoundContext:
-    return RoundContext(Lake.open(lake), round, Path(landing or get_settings().landing), cfg or RoundConfig())
+def _ctx(lake: str, round: int, landing: str | None, cfg: RoundConfig | None, progress: Progress | None = None,
+         dashboard: str | None = None) -> RoundContext:  # fmt: skip
+    kw = {"progress": progress} if progress else {}
+    return RoundContext(Lake.open(lake), round, Path(landing or get_settings().landing), cfg or RoundConfig(),
+                        dashboard=Path(dashboard) if dashboard else None, **kw)  # fmt: skip
 
 
 def _publish_summary(round: int) -> Callable[[dict[str, Any]], None]:
@@ -47,14 +54,15 @@ def _publish_summary(round: int) -> Callable[[dict[str, Any]], None]:
     return publish
 
 
-@task(task_run_name="round {round}: {stage}")
+@task(task_run_name="round {round}: {stage}", cache_policy=NO_CACHE)
 def stage_task(
-    lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None
-) -> dict[str, Any]:
+    lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """One stage; the summary stage also publishes the round's markdown artifact (part of the stage, so a Prefect
     API that is down when it is published fails the stage, and the task's retries ride out a short outage)."""
     publish = _publish_summary(round) if stage == "summary" else None
-    info = run_stage(_ctx(lake, round, landing, cfg), stage, Path(dashboard) if dashboard else None, publish)
+    info = run_stage(_ctx(lake, round, landing, cfg, progress, dashboard), stage, publish)
     get_run_logger().info("round %s: %s done %s", round, stage, {k: v for k, v in info.items() if k != "markdown"})
     return info
 
@@ -66,7 +74,9 @@ def train_stage(
     """One training stage of a round, as its own flow: the deployment a GPU work pool can pick up."""
     if stage not in TRAIN_STAGES:
         raise ValueError(f"{stage!r} is not a training stage ({', '.join(TRAIN_STAGES)})")
-    return run_stage(_ctx(lake, round, landing, cfg), stage)
+    lk = Lake.open(lake)
+    cfg = cfg or resolve_config(lk)[0]  # the configuration the round recorded when it started
+    return run_stage(_ctx(lake, round, resolve_landing(lk, landing), cfg), stage)
 
 
 def _run_training_deployment(name: str, lake: str, round: int, stage: str, landing: str | None) -> dict[str, Any]:
@@ -90,20 +100,26 @@ def flywheel_round(
     dashboard: str | None = None,
     train_deployment: str | None = None,
     config: str | None = None,
+    env: str | None = None,
+    people: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run round `round` (default: the next one), or with resume=True finish it from its first stage not done.
 
-    `cfg` (in-process callers) or `config` (a JSON/TOML file, for deployments) sizes the round's jobs.
+    The round's configuration: `cfg` (in-process callers), else `config` (a JSON/TOML file) and/or `env` / `people`
+    (for deployments), else the one the lake's last round recorded, else the defaults (flows.config.resolve_config).
     """
-    from flows.stages import load_round_config
-
     logger = get_run_logger()
     lake = lake or get_settings().lake
-    cfg = cfg or load_round_config(config)
     lk = Lake.open(lake, create=True)
+    if cfg is None:
+        cfg, where = resolve_config(lk, config, env, None, people)
+        logger.info("round configuration from %s (env %s, people %s)", where, cfg.env, cfg.people)
+    landing = resolve_landing(lk, landing)
     lock = LakeLock(lk, "round", what="a round (starting)")
     with lock:
-        r = _pick_round(lk, round, resume, cfg)
+        r = _pick_round(lk, round, resume)
+        record_config(lk, r, cfg, Path(landing))
         todo = pending_stages(lk, r, cfg)
         logger.info("round %s: stages to run: %s", r, ", ".join(todo) or "none")
         out: dict[str, Any] = {"round": r, "stages": {}}
@@ -113,7 +129,7 @@ def flywheel_round(
                 info = _run_training_deployment(train_deployment, lake, r, stage, landing)
             else:
                 t = stage_task.with_options(retries=_RETRIES.get(stage, 0), retry_delay_seconds=[2, 10])
-                info = t(lake, r, stage, landing, cfg, dashboard)
+                info = t(lake, r, stage, landing, cfg, dashboard, progress)
             out["stages"][stage] = {k: v for k, v in info.items() if k != "markdown"}
         return out
 
@@ -146,19 +162,21 @@ def prefect_api_failure(e: BaseException) -> str | None:
     return None
 
 
-def _pick_round(lk: Lake, round: int | None, resume: bool, cfg: RoundConfig) -> int:
+def _pick_round(lk: Lake, round: int | None, resume: bool) -> int:
+    """The round to run: `round`, or the next one; refuses a finished round, a resume of one not started and a run
+    of one already started (with the command that fits)."""
     if resume:
         if round is None:
             raise RoundStateError("resume needs a round: flywheel round resume R")
-        state = round_state(lk, round, cfg)
-        if state == "new" and round != next_round(lk, cfg):  # a crash before the first stage was recorded: start it
+        state = round_state(lk, round)
+        if state == "new" and round != next_round(lk):  # a crash before the first stage was recorded: start it
             raise RoundStateError(f"round {round} has not started; use `flywheel round run --round {round}`")
         if state == "done":
             raise RoundStateError(f"round {round} is already finished; nothing to resume")
         return round
     if round is None:
-        return next_round(lk, cfg)
-    state = round_state(lk, round, cfg)
+        return next_round(lk)
+    state = round_state(lk, round)
     if state != "new":
         hint = "nothing to do" if state == "done" else f"resume it with `flywheel round resume {round}`"
         raise RoundStateError(f"round {round} has already {'finished' if state == 'done' else 'started'}; {hint}")
@@ -169,14 +187,14 @@ def _pick_round(lk: Lake, round: int | None, resume: bool, cfg: RoundConfig) -> 
 def ingest_landing(lake: str | None = None, landing: str | None = None) -> dict[str, Any]:
     """Ingest whatever is in the landing area now (all three sources) as the next round's new episodes.
 
-    Scheduled on a short interval in prefect.yaml, so uploads land between rounds; the round's own ingest stage
+    Scheduled on a short interval in prefect.yaml, so uploads land between rounds; the round's own intake stage
     then finds nothing new. Idempotent like every ingest.
     """
-    from flows.stages import intake_round, stage_ingest
+    from flows.stages import intake_round, stage_intake
 
     lake = lake or get_settings().lake
     lk = Lake.open(lake, create=True)
-    r = intake_round(lk, RoundConfig())
-    info = stage_ingest(RoundContext(lk, r, Path(landing or get_settings().landing), RoundConfig()))
+    r = intake_round(lk)
+    info = stage_intake(RoundContext(lk, r, Path(landing or get_settings().landing), RoundConfig()))
     get_run_logger().info("landing ingested as round %s: %s", r, info)
     return {"round": r, **info}

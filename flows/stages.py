@@ -1,15 +1,25 @@
-"""A flywheel round as a list of stages, each a plain function over the lake, with its status kept in `rounds`.
+"""The flywheel round as a list of stages, each a plain function over a RoundContext, with its status kept in
+`rounds` (validators/rounds.py). The one round engine: `flywheel round run`, the Prefect deployments and
+`flywheel demo` all run these stages.
 
-    ingest -> route -> ct (when due) -> sft -> rl (when due) -> sample -> evaluate -> summary
+    sample -> annotate -> intake -> route -> ct (when due) -> sft -> rl (when due) -> evaluate -> summary
 
-Each stage's status (running / done / failed, start, end, seconds, outputs) is merged into the round's
-`stage_status` JSON. A stage is idempotent: re-running it after a crash adds no row twice (appends are keyed by
-content hashes), so `resume` simply runs every stage that is not `done`, in order. Training stages chain through
-the checkpoints recorded in the status of the stage before them, never through "the newest checkpoint", so a
-resumed round trains from exactly the base an uninterrupted one would have used.
+- sample: the newest model (the previous round's final checkpoint) makes K attempts per fresh training task
+  (rejection sampling); its attempts land as this round's new episodes.
+- annotate: interactive annotation on that same checkpoint's proposals. With `people="humans"` the stage publishes
+  the tasks (landing/assignments/round-R.json) and people's sessions land through a later intake; with
+  `people="scripted"` (the demo) the backend's scripted annotator plays them now.
+- intake: whatever landed (think-aloud bundles, annotation sessions, rollout files) becomes this round's episodes.
+- route: validators V(s) sort the round's new episodes into the SFT and CT piles.
+- ct, sft, rl: the training jobs due this round, chained through recorded checkpoints.
+- evaluate: held-out pass rate of the round's final checkpoint; summary: the round's markdown and dashboard.
 
-Rejection sampling in round R uses R's final checkpoint and lands its attempts as round R+1's new episodes (the
-newest model's attempts are validated in the next round, as in UI-TARS-2's loop).
+Sample and annotate run first because they act with the previous round's model (round 0 has none: it starts
+from the landing area's human or cold-start data), so a round always trains on its own new data and the last
+round of a run leaves no sampling half-used. Each stage's status (running / done / failed, times, outputs) is
+merged into the round's `stage_status`. A stage is idempotent (appends are keyed by content hashes), so `resume`
+runs every due stage that is not `done`, in order. Every checkpoint a stage uses comes from the statuses recorded
+before it, never from "the newest checkpoint", so a resumed round uses exactly what an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -22,12 +32,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.config import RoundConfig
 from storage.lake import Lake
-from training.demo import DemoConfig as RoundConfig
-from training.pipeline import ct_due, train_steps
+from training.pipeline import train_steps
+from validators.rounds import read_round, read_rounds, stage_status, update_round
 
-STAGES = ("ingest", "route", "ct", "sft", "rl", "sample", "evaluate", "summary")
+STAGES = ("sample", "annotate", "intake", "route", "ct", "sft", "rl", "evaluate", "summary")
 TRAIN_STAGES = ("ct", "sft", "rl")
+ASSIGNMENTS = "flywheel.assignments/1"
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -42,26 +54,34 @@ class RoundStateError(ValueError):
 
 @dataclass(frozen=True)
 class RoundContext:
+    """What every stage sees: the lake, the round, the landing area, the round's configuration (and through it the
+    environment backend), where progress goes, and where the summary writes the dashboard."""
+
     lake: Lake
     round: int
     landing: Path
     cfg: RoundConfig
     progress: Progress = _quiet
+    dashboard: Path | None = None
+
+    @property
+    def backend(self):  # noqa: ANN201 - training.envs.EnvBackend
+        return self.cfg.backend
+
+    def tick(self, stage: str, **info: Any) -> None:
+        self.progress("tick", {"round": self.round, "stage": stage, **info})
 
 
-# ------------------------------------------------------------------------------------------------ bookkeeping
-def stage_status(lake: Lake, round: int) -> dict[str, dict[str, Any]]:
-    import pyarrow.compute as pc
-
-    rows = lake.read("rounds", columns=["stage_status"], filter=pc.field("round") == round).to_pylist()
-    raw = rows[0]["stage_status"] if rows else None
-    return json.loads(raw) if raw else {}
-
-
+# ------------------------------------------------------------------------------------------------ which stages
 def due_stages(round: int, cfg: RoundConfig) -> list[str]:
-    """The stages this round runs: CT only every k rounds, RL only when due (see training.pipeline.train_steps)."""
+    """The stages round `round` runs: sample and annotate from round 1 on (they need a model) when sized above 0,
+    CT every k rounds and RL when due (training.pipeline.train_steps)."""
     train = {s.stage for s in train_steps(round, cfg.flywheel)}
-    return [s for s in STAGES if s not in TRAIN_STAGES or s in train]
+    skip = {
+        "sample": round == 0 or cfg.flywheel.sampling.tasks <= 0,
+        "annotate": round == 0 or cfg.annotate_tasks <= 0,
+    }
+    return [s for s in STAGES if not skip.get(s, False) and (s not in TRAIN_STAGES or s in train)]
 
 
 def pending_stages(lake: Lake, round: int, cfg: RoundConfig) -> list[str]:
@@ -69,9 +89,79 @@ def pending_stages(lake: Lake, round: int, cfg: RoundConfig) -> list[str]:
     return [s for s in due_stages(round, cfg) if s not in done]
 
 
-def mark(lake: Lake, round: int, stage: str, status: str, **info: Any) -> None:
-    from validators.routing import update_round
+def rounds_done(lake: Lake) -> list[int]:
+    """Rounds whose summary stage finished (every due stage is done before the summary runs)."""
+    return [r.round for r in read_rounds(lake) if r.status("summary") == "done"]
 
+
+def round_state(lake: Lake, round: int) -> str:
+    """'new' (no stage ran), 'done' (its summary finished: the last stage, after every due one) or 'incomplete'."""
+    rec = read_round(lake, round)
+    if rec is None or not rec.stages:
+        return "new"
+    return "done" if rec.status("summary") == "done" else "incomplete"
+
+
+def next_round(lake: Lake) -> int:
+    """The round `flywheel round run` starts by default: one after the last finished round (0 on a new lake).
+
+    Refuses when a round is incomplete: it must be resumed first, or its piles would be out of order.
+    """
+    for rec in read_rounds(lake):
+        if rec.stages and rec.status("summary") != "done":
+            raise RoundStateError(f"round {rec.round} did not finish; run `flywheel round resume {rec.round}`")
+    done = rounds_done(lake)
+    return (max(done) + 1) if done else 0
+
+
+def intake_round(lake: Lake) -> int:
+    """The round that uploads arriving now belong to: the next round, or the one after a round in progress."""
+    try:
+        return next_round(lake)
+    except RoundStateError:
+        return max(r.round for r in read_rounds(lake)) + 1
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def _stage_checkpoint(st: dict[str, dict[str, Any]], stages: tuple[str, ...] | list[str]) -> str | None:
+    """The checkpoint of the last of `stages` that finished with one, by the recorded statuses."""
+    for s in reversed(stages):
+        e = st.get(s) or {}
+        if e.get("status") == "done" and e.get("checkpoint"):
+            return e["checkpoint"]
+    return None
+
+
+def final_checkpoint(lake: Lake, round: int) -> str | None:
+    """The checkpoint a round ended with (its last training stage that ran), walking back over rounds without one;
+    None before any round trained."""
+    while round >= 0:
+        ck = _stage_checkpoint(stage_status(lake, round), TRAIN_STAGES)
+        if ck:
+            return ck
+        round -= 1  # noqa: A001 - the round number, as everywhere
+    return None
+
+
+def base_checkpoint(lake: Lake, round: int, stage: str) -> str | None:
+    """The checkpoint a training stage starts from: the training stage before it in this round, else the previous
+    round's final checkpoint, else None (a fresh model from the config, the shipped base by default)."""
+    before = TRAIN_STAGES[: TRAIN_STAGES.index(stage)]
+    return _stage_checkpoint(stage_status(lake, round), before) or (
+        final_checkpoint(lake, round - 1) if round > 0 else None
+    )
+
+
+def acting_checkpoint(lake: Lake, round: int) -> str:
+    """The model that samples and proposes in round `round`: the previous round's final checkpoint."""
+    uri = final_checkpoint(lake, round - 1)
+    if uri is None:
+        raise RoundStateError(f"round {round} has no earlier checkpoint to act with; run round 0 first")
+    return uri
+
+
+# ------------------------------------------------------------------------------------------------ bookkeeping
+def mark(lake: Lake, round: int, stage: str, status: str, **info: Any) -> None:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     before = {k: v for k, v in stage_status(lake, round).get(stage, {}).items() if k != "error"}  # a retry's old error
     entry = {**before, "status": status, **info}
@@ -79,86 +169,21 @@ def mark(lake: Lake, round: int, stage: str, status: str, **info: Any) -> None:
     update_round(lake, round, stage_status={stage: entry})
 
 
-def rounds_done(lake: Lake) -> list[int]:
-    """Rounds whose summary stage finished (every due stage is done before the summary runs)."""
-    out = []
-    for r in lake.read("rounds", columns=["round", "stage_status"]).to_pylist():
-        st = json.loads(r["stage_status"]) if r["stage_status"] else {}
-        if st.get("summary", {}).get("status") == "done":
-            out.append(r["round"])
-    return sorted(out)
+def record_config(lake: Lake, round: int, cfg: RoundConfig, landing: Path) -> None:
+    """The configuration and landing area the round runs with, in its breakdown: `flywheel round run` continues a
+    lake with them when not told otherwise."""
+    update_round(lake, round, breakdown={"config": cfg.as_dict(), "landing": str(landing)})
 
 
-def round_state(lake: Lake, round: int, cfg: RoundConfig) -> str:
-    """'new' (nothing ran), 'done', or 'incomplete'."""
-    st = stage_status(lake, round)
-    if not st:
-        return "new"
-    return "done" if not pending_stages(lake, round, cfg) else "incomplete"
-
-
-def next_round(lake: Lake, cfg: RoundConfig) -> int:
-    """The round `flywheel round run` starts by default: one after the last finished round (0 on a new lake).
-
-    Refuses when an earlier round is incomplete: it must be resumed first, or its piles would be out of order.
-    """
-    import pyarrow.compute as pc
-
-    rounds = sorted(set(lake.read("rounds", columns=["round"]).column("round").to_pylist()))
-    for r in rounds:
-        if stage_status(lake, r) and round_state(lake, r, cfg) == "incomplete":
-            raise RoundStateError(
-                f"round {r} did not finish (pending: {', '.join(pending_stages(lake, r, cfg))}); "
-                f"run `flywheel round resume {r}`"
-            )
-    done = rounds_done(lake)
-    del pc
-    return (max(done) + 1) if done else 0
-
-
-def intake_round(lake: Lake, cfg: RoundConfig) -> int:
-    """The round that uploads arriving now belong to: the next round, or the one after a round in progress."""
-    try:
-        return next_round(lake, cfg)
-    except RoundStateError:
-        rounds = lake.read("rounds", columns=["round"]).column("round").to_pylist()
-        return max(rounds) + 1
-
-
-def base_checkpoint(lake: Lake, round: int, stage: str, cfg: RoundConfig) -> str | None:
-    """The checkpoint a training stage starts from: the previous due training stage of this round, else the last
-    training stage of the previous finished round, else None (a fresh model)."""
-    order = [s for s in due_stages(round, cfg) if s in TRAIN_STAGES]
-    st = stage_status(lake, round)
-    before = order[: order.index(stage)]
-    for s in reversed(before):
-        ck = st.get(s, {}).get("checkpoint")
-        if ck:
-            return ck
-    return final_checkpoint(lake, round - 1, cfg) if round > 0 else None
-
-
-def final_checkpoint(lake: Lake, round: int, cfg: RoundConfig) -> str | None:
-    """The checkpoint a round ended with (its last due training stage), walking back over rounds without one."""
-    while round >= 0:
-        st = stage_status(lake, round)
-        for s in reversed([s for s in due_stages(round, cfg) if s in TRAIN_STAGES]):
-            ck = st.get(s, {}).get("checkpoint")
-            if ck:
-                return ck
-        round -= 1  # noqa: A001 - the round number, as everywhere
-    return None
-
-
-# ------------------------------------------------------------------------------------------------ the stages
 def landing_inputs(landing: Path) -> dict[str, list[Path]]:
-    """What a landing folder holds, by source: rollouts/ (jsonl, parquet), annotations/ (json), and every other
-    top-level entry is a think-aloud bundle or AgentNet recording (dot-entries are bookkeeping and skipped)."""
+    """What a landing folder holds, by source: rollouts/ (jsonl, parquet), annotations/ (json), assignments/ (the
+    tasks published for people: not an upload), and every other top-level entry is a think-aloud bundle, a folder
+    of them, or an AgentNet recording (dot-entries are bookkeeping and skipped)."""
     out: dict[str, list[Path]] = {"think_aloud": [], "annotations": [], "rollouts": []}
     if not landing.is_dir():
         return out
     for p in sorted(landing.iterdir()):
-        if p.name.startswith("."):
+        if p.name.startswith(".") or p.name == "assignments":
             continue
         if p.name == "rollouts" and p.is_dir():
             out["rollouts"] = sorted(f for f in p.rglob("*") if f.suffix in (".jsonl", ".ndjson", ".parquet"))
@@ -169,24 +194,118 @@ def landing_inputs(landing: Path) -> dict[str, list[Path]]:
     return out
 
 
-def stage_ingest(ctx: RoundContext) -> dict[str, Any]:
-    """New uploads of all three sources land as this round's episodes (files already ingested add nothing)."""
+def focus_split(lake: Lake, round: int, n: int, floor: float = 0.25, by: str = "level") -> dict[Any, int] | None:
+    """{group: tasks} for `n` tasks, in proportion to round `round`'s held-out failure rate per group (`by`: level,
+    the sandbox's; family, MiniWoB++'s tasks), each at least `floor` times the even share; None when that round has
+    no such rates or only one group."""
+    rec = read_round(lake, round)
+    rates = rec.eval_rates(by) if rec else {}
+    if len(rates) < 2:
+        return None
+    even = 1 / len(rates)
+    fail = {g: 1 - r for g, r in rates.items()}
+    total_fail = sum(fail.values())
+    w = {g: max(f / total_fail if total_fail else even, floor * even) for g, f in fail.items()}
+    total = sum(w.values())
+    split = {g: int(n * x / total) for g, x in sorted(w.items())}
+    for g in sorted(w, key=w.get, reverse=True)[: n - sum(split.values())]:  # the remainder to the weakest groups
+        split[g] += 1
+    return {g: k for g, k in split.items() if k}
+
+
+def _r2(x: float) -> float:
+    return float(f"{x:.2f}")
+
+
+# ------------------------------------------------------------------------------------------------ the stages
+def stage_sample(ctx: RoundContext) -> dict[str, Any]:
+    """Rejection sampling with the previous round's final checkpoint on fresh training tasks of the backend; the
+    attempts land (through the rollout reader) as this round's new episodes."""
+    from training.checkpoints import fetch
+    from training.sampling import rejection_sample
+
+    uri = acting_checkpoint(ctx.lake, ctx.round)
+    f, env = ctx.cfg.flywheel, ctx.backend
+    tasks = env.training_tasks(f.sampling.tasks, seed=ctx.cfg.seed * 1000 + 17 * ctx.round + 1)
+    res = rejection_sample(ctx.lake, ctx.round, fetch(ctx.lake, uri), tasks, ctx.landing / "rollouts", f.sampling,
+                           f.prompt, render=env.render_steps, on_step=lambda n: ctx.tick("sample", n=n))  # fmt: skip
+    return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added,
+            "policy_version": res.policy_version, "checkpoint_used": uri, "wall_s": _r2(res.wall_s)}  # fmt: skip
+
+
+def annotation_tasks(ctx: RoundContext) -> tuple[list[Any], dict[Any, int] | None]:
+    """The round's annotation tasks: fresh training tasks, split over the backend's groups by the previous round's
+    held-out failures when focus is on."""
+    env, cfg = ctx.backend, ctx.cfg
+    split = focus_split(ctx.lake, ctx.round - 1, cfg.annotate_tasks, cfg.focus_floor, env.focus_by) if cfg.annotate_focus else None  # fmt: skip
+    return env.training_tasks(cfg.annotate_tasks, cfg.seed * 1000 + 17 * ctx.round + 9, split=split), split
+
+
+def stage_annotate(ctx: RoundContext) -> dict[str, Any]:
+    """Interactive annotation on the acting checkpoint's proposals: published for people, or played now by the
+    backend's scripted annotator (the session lands through the annotation reader, overrides become preference
+    pairs). The accept rate is recorded in the round's breakdown."""
+    uri = acting_checkpoint(ctx.lake, ctx.round)
+    tasks, split = annotation_tasks(ctx)
+    env = ctx.backend
+    if ctx.cfg.people == "humans":
+        path = publish_assignments(ctx, uri, tasks)
+        info: dict[str, Any] = {"published": len(tasks), "file": str(path), f"by_{env.focus_by}": split}
+    else:
+        from training.annotate import annotate_round
+        from training.checkpoints import fetch
+
+        f = ctx.cfg.flywheel
+        res = annotate_round(ctx.lake, ctx.round, fetch(ctx.lake, uri), tasks, ctx.landing / "annotations", env.reviewer,
+                             env.render_steps, f.prompt, f.max_new_tokens, on_step=lambda n: ctx.tick("annotate", n=n))  # fmt: skip
+        info = {"episodes": res.episodes, f"by_{env.focus_by}": split, "steps": res.steps, "accepted": res.accepted,
+                "accept_rate": _r2(res.accept_rate), "env_passed": res.passed, "episodes_added": res.episodes_added,
+                "policy_version": res.policy_version, "wall_s": _r2(res.wall_s)}  # fmt: skip
+    update_round(ctx.lake, ctx.round, breakdown={"annotation": info})
+    return info
+
+
+def publish_assignments(ctx: RoundContext, checkpoint: str, tasks: list[Any]) -> Path:
+    """The round's annotation tasks for people (`flywheel.assignments/1`): which checkpoint proposes, and per task
+    its id, instruction, family, level and seed, enough for an annotation tool to rebuild it in the backend."""
+    doc = {
+        "format": ASSIGNMENTS,
+        "round": ctx.round,
+        "env": ctx.cfg.env,
+        "checkpoint": checkpoint,
+        "tasks": [
+            {"task_id": t.task_id, "instruction": t.instruction, "family": t.family, "level": t.level,
+             "seed": getattr(t.payload, "seed", None)}
+            for t in tasks
+        ],
+    }  # fmt: skip
+    path = ctx.landing / "assignments" / f"round-{ctx.round}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)  # atomic: a tool never reads half a file
+    return path
+
+
+def stage_intake(ctx: RoundContext) -> dict[str, Any]:
+    """Whatever landed becomes this round's episodes (files already ingested add nothing): rollout files first,
+    then annotation sessions, then think-aloud bundles (ASR)."""
     from ingest.annotations import ingest_annotations
     from ingest.rollouts import ingest_rollout_file
     from ingest.think_aloud import ingest_paths
 
     inputs = landing_inputs(ctx.landing)
-    out = {"think_aloud": 0, "annotations": 0, "rollouts": 0, "quarantined": 0}
-    if inputs["think_aloud"]:
-        r = ingest_paths(ctx.lake, inputs["think_aloud"], round=ctx.round)
-        out["think_aloud"], out["quarantined"] = r.episodes_added, out["quarantined"] + r.quarantined_added
-    if inputs["annotations"]:
-        r = ingest_annotations(ctx.lake, inputs["annotations"], round=ctx.round).result
-        out["annotations"], out["quarantined"] = r.episodes_added, out["quarantined"] + r.quarantined_added
+    out = {"rollouts": 0, "annotations": 0, "think_aloud": 0, "quarantined": 0}
     for f in inputs["rollouts"]:
         r = ingest_rollout_file(ctx.lake, f, round=ctx.round).result
         out["rollouts"] += r.episodes_added
         out["quarantined"] += r.quarantined_added
+    if inputs["annotations"]:
+        r = ingest_annotations(ctx.lake, inputs["annotations"], round=ctx.round).result
+        out["annotations"], out["quarantined"] = r.episodes_added, out["quarantined"] + r.quarantined_added
+    if inputs["think_aloud"]:
+        r = ingest_paths(ctx.lake, inputs["think_aloud"], round=ctx.round)
+        out["think_aloud"], out["quarantined"] = r.episodes_added, out["quarantined"] + r.quarantined_added
     return out
 
 
@@ -197,180 +316,111 @@ def stage_route(ctx: RoundContext) -> dict[str, Any]:
 
 
 def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
-    """One training job from the recorded base; its checkpoint goes into this stage's status."""
+    """One training job from the recorded base; its checkpoint goes into this stage's status. RL practises on the
+    backend's training tasks."""
     from training.pipeline import run_training
 
     f = ctx.cfg.flywheel
-    base = base_checkpoint(ctx.lake, ctx.round, stage, ctx.cfg)
-
-    def tick(i: int, loss: float) -> None:
-        ctx.progress("tick", {"round": ctx.round, "stage": stage, "i": i, "loss": loss})
-
+    base = base_checkpoint(ctx.lake, ctx.round, stage)
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
-    res, _ = run_training(ctx.lake, ctx.round, stage, base, f, tick, sft_cfg=sft_cfg)
+    res, _ = run_training(ctx.lake, ctx.round, stage, base, f, lambda i, loss: ctx.tick(stage, i=i, loss=loss),
+                          sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks)  # fmt: skip
     row = res.to_row()
     return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "tokens": res.tokens,
-            "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"]}  # fmt: skip
-
-
-def stage_sample(ctx: RoundContext) -> dict[str, Any]:
-    """Rejection sampling with this round's final checkpoint; the attempts become round R+1's new episodes."""
-    from training.checkpoints import fetch
-    from training.envs import render_steps, training_tasks
-    from training.sampling import rejection_sample
-
-    uri = final_checkpoint(ctx.lake, ctx.round, ctx.cfg)
-    if uri is None:
-        raise RoundStateError(f"round {ctx.round} has no checkpoint to sample with")
-    f = ctx.cfg.flywheel
-    nxt = ctx.round + 1
-    tasks = training_tasks(f.sampling.tasks, seed=ctx.cfg.seed * 1000 + 17 * nxt + 1)
-
-    def tick(n: int) -> None:
-        ctx.progress("tick", {"round": ctx.round, "stage": "sample", "n": n})
-
-    res = rejection_sample(ctx.lake, nxt, fetch(ctx.lake, uri), tasks, ctx.landing / "rollouts", f.sampling, f.prompt,
-                           render=render_steps, on_step=tick)  # fmt: skip
-    return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added,
-            "policy_version": res.policy_version, "for_round": nxt, "file": res.path}  # fmt: skip
+            "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],
+            "wall_s": _r2(res.wall_s)}  # fmt: skip
 
 
 def stage_evaluate(ctx: RoundContext) -> dict[str, Any]:
-    """Held-out pass rate of this round's final checkpoint (95% interval, per level and family) into `rounds`."""
+    """Held-out pass rate of the round's final checkpoint (95% interval, per level and family) into `rounds`, with
+    the backend's own figures; round 0 also records the scripted demonstrators' held-out success where the backend
+    measures it."""
     from training.checkpoints import fetch
-    from training.envs import heldout_tasks
     from training.evaluate import evaluate, record_eval
 
-    uri = final_checkpoint(ctx.lake, ctx.round, ctx.cfg)
+    uri = final_checkpoint(ctx.lake, ctx.round)
     if uri is None:
         raise RoundStateError(f"round {ctx.round} has no checkpoint to evaluate")
-
-    def tick(n: int) -> None:
-        ctx.progress("tick", {"round": ctx.round, "stage": "evaluate", "n": n})
-
-    f = ctx.cfg.flywheel
-    res = evaluate(fetch(ctx.lake, uri), heldout_tasks(ctx.cfg.eval_per_cell), f.eval, f.prompt, tick)
+    env, f = ctx.backend, ctx.cfg.flywheel
+    res = evaluate(fetch(ctx.lake, uri), env.heldout_tasks(ctx.cfg.eval_per_cell), f.eval, f.prompt,
+                   lambda n: ctx.tick("evaluate", n=n))  # fmt: skip
     record_eval(ctx.lake, ctx.round, res)
-    o = res.overall
-    return {"eval_n": o.n, "eval_pass_rate": o.rate, "lo": o.lo, "hi": o.hi, "policy_version": res.policy_version}
+    extra: dict[str, Any] = {"env": {"name": env.name, **(env.stats() or {})}}
+    ref = env.reference(ctx.cfg.eval_per_cell) if ctx.round == 0 else None
+    if ref is not None:
+        extra["demonstrator_eval"] = ref
+    update_round(ctx.lake, ctx.round, breakdown=extra)
+    return res.breakdown() | {"wall_s": _r2(res.wall_s), "checkpoint": uri} | extra
 
 
-def stage_summary(ctx: RoundContext, dashboard: Path | None = None) -> dict[str, Any]:
+def stage_summary(ctx: RoundContext) -> dict[str, Any]:
     """The round's table as markdown (for the Prefect artifact) and the dashboard page, regenerated."""
-    from dashboards import render_dashboard
-
     out: dict[str, Any] = {"markdown": round_markdown(ctx.lake, ctx.round)}
-    if dashboard is not None:
-        out["dashboard"] = str(render_dashboard(ctx.lake, dashboard))
+    if ctx.dashboard is not None:
+        from dashboards import render_dashboard
+
+        out["dashboard"] = str(render_dashboard(ctx.lake, ctx.dashboard))
     return out
 
 
 def round_markdown(lake: Lake, round: int) -> str:
-    import pyarrow.compute as pc
-
-    rows = lake.read("rounds", filter=pc.field("round") == round).to_pylist()
-    if not rows:
+    rec = read_round(lake, round)
+    if rec is None:
         return f"# Round {round}\n\n(no row yet)"
-    r = rows[0]
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 
-    st = json.loads(r["stage_status"] or "{}")
     lines = [
         f"# Flywheel round {round}",
         "",
         "| new | pass | fail | P(V=1) [95% CI] | held-out pass [95% CI] | SFT pile | CT pile | policy |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        f"| {r['n_new']} | {r['n_pass']} | {r['n_fail']} | {pct(r['pass_rate'])} [{pct(r['pass_rate_lo'])}, {pct(r['pass_rate_hi'])}] "
-        f"| {pct(r['eval_pass_rate'])} [{pct(r['eval_pass_rate_lo'])}, {pct(r['eval_pass_rate_hi'])}] "
-        f"| {r['sft_size']} | {r['ct_size']} | {r['policy_version'] or '-'} |",
+        f"| {rec.n_new} | {rec.n_pass} | {rec.n_fail} | {pct(rec.pass_rate)} [{pct(rec.pass_rate_lo)}, {pct(rec.pass_rate_hi)}] "
+        f"| {pct(rec.eval_pass_rate)} [{pct(rec.eval_pass_rate_lo)}, {pct(rec.eval_pass_rate_hi)}] "
+        f"| {rec.sft_size} | {rec.ct_size} | {rec.policy_version or '-'} |",
         "",
         "| stage | status | seconds |",
         "| --- | --- | --- |",
-    ]
+    ]  # fmt: skip
     for s in STAGES:
-        if s in st:
-            lines.append(f"| {s} | {st[s].get('status')} | {st[s].get('seconds', '')} |")
+        if s in rec.stages:
+            lines.append(f"| {s} | {rec.stages[s].get('status')} | {rec.stages[s].get('seconds', '')} |")
     return "\n".join(lines)
 
 
-def run_stage(ctx: RoundContext, stage: str, dashboard: Path | None = None,
-              publish: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:  # fmt: skip
+_RUN: dict[str, Callable[[RoundContext], dict[str, Any]]] = {
+    "sample": stage_sample,
+    "annotate": stage_annotate,
+    "intake": stage_intake,
+    "route": stage_route,
+    "evaluate": stage_evaluate,
+    "summary": stage_summary,
+}
+#: What a stage's status keeps of its outputs (the chain later stages and resumes read).
+_KEEP = ("checkpoint", "base", "run_id", "policy_version", "checkpoint_used")
+
+
+def run_stage(ctx: RoundContext, stage: str, publish: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run one stage with its status kept in `rounds` (running -> done | failed).
 
     `publish(info)` (the round flow's Prefect artifact) runs before the stage counts as done: if it fails (the
     Prefect API is down), the stage is failed, and `resume` redoes it rather than finding a round that is done
     without its summary.
     """
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
     mark(ctx.lake, ctx.round, stage, "running")
     t0 = time.perf_counter()
     try:
-        if stage == "ingest":
-            info = stage_ingest(ctx)
-        elif stage == "route":
-            info = stage_route(ctx)
-        elif stage in TRAIN_STAGES:
-            info = stage_train(ctx, stage)
-        elif stage == "sample":
-            info = stage_sample(ctx)
-        elif stage == "evaluate":
-            info = stage_evaluate(ctx)
-        elif stage == "summary":
-            info = stage_summary(ctx, dashboard)
-        else:
-            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+        info = stage_train(ctx, stage) if stage in TRAIN_STAGES else _RUN[stage](ctx)
         if publish is not None:
             publish(info)
     except BaseException as e:
         mark(ctx.lake, ctx.round, stage, "failed", error=f"{type(e).__name__}: {e}"[:500],
              seconds=round(time.perf_counter() - t0, 2))  # fmt: skip
         raise
-    keep = {k: v for k, v in info.items() if k in ("checkpoint", "base", "run_id", "policy_version", "for_round")}
+    keep = {k: v for k, v in info.items() if k in _KEEP}
     mark(ctx.lake, ctx.round, stage, "done", seconds=round(time.perf_counter() - t0, 2), **keep)
     ctx.progress("stage", {"round": ctx.round, "stage": stage, "info": info})
     return info
-
-
-__all__ = ["STAGES", "RoundConfig", "RoundContext", "RoundStateError", "ct_due", "due_stages", "pending_stages",
-           "run_stage", "next_round", "round_state", "stage_status", "landing_inputs", "round_markdown"]  # fmt: skip
-
-
-def config_from_dict(cls: type, data: dict[str, Any] | None) -> Any:
-    """Build a (nested, frozen) config dataclass from a dict such as a parsed JSON/TOML file; unknown keys are
-    refused by name, since a typo must not silently fall back to a default."""
-    import dataclasses
-    import typing
-
-    data = dict(data or {})
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown option(s) {', '.join(sorted(unknown))}")
-    kw: dict[str, Any] = {}
-    for k, v in data.items():
-        t = hints[k]
-        if dataclasses.is_dataclass(t) and isinstance(v, dict):
-            kw[k] = config_from_dict(t, v)
-        elif isinstance(v, list):
-            kw[k] = tuple(v)
-        else:
-            kw[k] = v
-    return cls(**kw)
-
-
-def load_round_config(path: str | Path | None) -> RoundConfig:
-    """The round configuration: defaults, overridden by a JSON or TOML file (nested sections per config)."""
-    if path is None:
-        return RoundConfig()
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"config file {p} does not exist")
-    if p.suffix == ".toml":
-        import tomllib
-
-        data = tomllib.loads(p.read_text())
-    else:
-        data = json.loads(p.read_text())
-    return config_from_dict(RoundConfig, data)

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ingest import safejson
 from ingest.events import EventError, to_table
 from ingest.formats.bundle import BundleManifest
 
@@ -25,7 +26,7 @@ def _read_json(p: Path) -> Any:
     from ingest.session import IngestError
 
     try:
-        return json.loads(p.read_text())
+        return safejson.loads(p.read_bytes(), p.name, p.name)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise IngestError("manifest_invalid_json", f"{p.name} is not JSON: {e}", p.name) from None
 

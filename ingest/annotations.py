@@ -18,6 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from core import PIPELINE_VERSION
+from core.errors import InputError
+from ingest import safejson
 from ingest.formats.annotations import FORMAT, check_episode, check_session_header
 from ingest.land import LandResult, Quarantined, land
 from ingest.pii import pseudonym, redact
@@ -126,7 +128,10 @@ def read_session(path: str | Path, *, round: int = 0) -> SessionRead:
         row["problems"].append(f"{code}" + (f" at {locator}" if locator else ""))
 
     try:
-        doc = json.loads(raw)
+        doc = safejson.loads(raw, "the session file")  # NaN / Infinity: per episode, in check_episode
+    except InputError as e:  # too deep or too large
+        bad(e.code, e.message)
+        return out
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         bad("invalid_json", f"not a JSON file: {e}")
         return out

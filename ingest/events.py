@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import InputError
+from ingest import safejson
 from schemas.actions import Action
 
 EVENT_TYPES = ("mouse_move", "mouse_down", "mouse_up", "wheel", "key_down", "key_up")
@@ -73,7 +74,7 @@ def parse_jsonl(text: str, name: str = "events.jsonl") -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = safejson.loads(line, f"{name} line {i}", f"{name}:{i}")
         except json.JSONDecodeError as e:
             raise EventError("events_invalid_json", f"{name} line {i}: {e.msg}", f"{name}:{i}") from None
         if not isinstance(obj, dict):

@@ -35,6 +35,9 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from core import PIPELINE_VERSION
+from core.errors import InputError
+from core.iterators import prefetch
+from ingest import safejson
 from ingest.formats.rollouts import (
     REWARD_MAX,
     REWARD_MIN,
@@ -465,7 +468,9 @@ def convert(
 def _diagnose_line(raw: bytes) -> tuple[str, str]:
     """Why one line cannot be read: invalid JSON, not an object, a rule of the format, or a wrong type."""
     try:
-        d = json.loads(raw)  # stdlib accepts NaN, so NaN log-probs are named as such below
+        d = safejson.loads(raw, "the line")  # stdlib accepts NaN, so NaN log-probs are named as such below
+    except InputError as e:  # too deep or too large
+        return e.code, e.message
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return "invalid_json", f"invalid JSON: {e}"
     if not isinstance(d, dict):
@@ -652,7 +657,7 @@ def ingest_rollout_file(
                     yield len(data), parse_block(data, first_line, uri, round, n_newlines)
 
             # read+parse block k+1 in a thread while block k is converted and written (both release the GIL)
-            for size, (t, lines, bad) in _prefetch(parsed()):
+            for size, (t, lines, bad) in prefetch(parsed(), "rollout-read"):
                 land_part(t, lines, bad, "line")
                 done += size
                 if progress:
@@ -676,20 +681,6 @@ def ingest_rollout_file(
     }
     res.__iadd__(land(lake, None, [session], None))
     return RolloutIngest(uri, sid, res, n_steps, codes)
-
-
-def _prefetch(it: Iterator[Any]) -> Iterator[Any]:
-    """Iterate `it` one item ahead in a worker thread (at most two items in memory)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="rollout-read") as ex:
-        fut = ex.submit(next, it, None)
-        while True:
-            item = fut.result()
-            if item is None:
-                return
-            fut = ex.submit(next, it, None)
-            yield item
 
 
 def _conform_parquet(t: pa.Table, uri: str, round: int) -> pa.Table | Quarantined:

@@ -26,10 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import PIPELINE_VERSION
+from core.errors import InputError
 from ingest import align as align_mod
 from ingest import cleanup as cleanup_mod
+from ingest import safejson
 from ingest.archives import (  # re-exported: callers name them as think_aloud's
-    DEFAULT_MAX_BUNDLE_BYTES,
+    Limits,
     check_member,
     discover,
     folder_sha256,
@@ -37,12 +39,12 @@ from ingest.archives import (  # re-exported: callers name them as think_aloud's
     open_input,
 )
 from ingest.asr import AsrConfig, AudioError, Transcript, load_audio, transcribe
-from ingest.events import EventError, parse_jsonl, reduce_events, to_table, validate
+from ingest.events import parse_jsonl, reduce_events, to_table, validate
 from ingest.formats.bundle import MANIFEST, BundleManifest, load_schema
 from ingest.land import LandResult, Quarantined, land
 from ingest.pii import pseudonym, redact, redact_obj
 from ingest.session import IngestError, SessionData
-from ingest.video import VideoError, frames_before, probe
+from ingest.video import frames_before, probe
 from schemas.actions import Action, ActionError, format_action
 from schemas.records import Episode, Step
 from storage.errors import LakeError
@@ -58,7 +60,7 @@ class IngestOptions:
     cleanup_backend: str = "rules"
     llm_model: str | None = None
     tolerance_s: float = 0.3
-    max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES
+    limits: Limits | None = None  # None: the settings (ingest.archives.Limits.from_settings)
     salt: str | None = None  # None: settings.pseudonym_salt
 
     @classmethod
@@ -102,7 +104,7 @@ def read_bundle(folder: Path, uri: str) -> SessionData:
     if not mp.is_file():
         raise IngestError("manifest_missing", "the bundle has no manifest.json", MANIFEST)
     try:
-        raw = json.loads(mp.read_text())
+        raw = safejson.loads(mp.read_bytes(), "manifest.json", MANIFEST, finite=True)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise IngestError("manifest_invalid_json", f"manifest.json is not JSON: {e}", MANIFEST) from None
     err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(load_schema()).iter_errors(raw))
@@ -389,7 +391,7 @@ def build_episode(
     return ep, row
 
 
-ERRORS = (IngestError, EventError, AudioError, VideoError)
+ERRORS = (InputError,)  # every reader raises a subclass (IngestError, EventError, AudioError, VideoError) or it
 
 
 def known_sessions(lake: Lake, ids: Sequence[str]) -> dict[str, str]:
@@ -411,7 +413,7 @@ def process_input(
     out = Outcome(uri)
     with tempfile.TemporaryDirectory(prefix="flywheel-ta-") as tmp:
         try:
-            folder = open_input(path, Path(tmp), opts.max_bundle_bytes)
+            folder = open_input(path, Path(tmp), opts.limits)
             s = read_input(folder, uri)
             prior = known_sessions(lake, [s.manifest.session_id]).get(s.manifest.session_id)
             if prior == s.content_sha256:

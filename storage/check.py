@@ -29,8 +29,9 @@ import pyarrow.parquet as pq
 from schemas.tables import TABLES
 from storage.delta import forget_snapshots
 from storage.errors import LakeError
+from storage.health import commit_damage, repair_command
 from storage.lake import Lake
-from storage.views import registered_name
+from storage.views import THIN, registered_name
 
 #: How many example ids a violation lists.
 EXAMPLES = 5
@@ -90,26 +91,23 @@ def check_duplicates(lake: Lake, con: Any, report: CheckReport) -> None:
             continue
         key = ", ".join(_q(k) for k in ts.key)
         reg = _q(registered_name(name))  # the stored rows (the piles' own names are views over a join)
-        cand = _rows(
-            con, f"SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1 LIMIT 100000"
-        )
-        if not cand:
-            continue
-        hs = ", ".join(str(h) for (h,) in cand)
         label = " || '/' || ".join(f"CAST({_q(k)} AS VARCHAR)" for k in ts.key)
-        dups = _rows(
-            con,
-            f"SELECT {label} AS k, count(*) AS n FROM {reg} WHERE hash({key}) IN ({hs}) GROUP BY ALL HAVING count(*) > 1 ORDER BY k",
+        # every candidate hash (no cap: the count must be the true one), joined back, then confirmed on the key
+        dups = (
+            f"WITH c AS (SELECT h FROM (SELECT hash({key}) AS h FROM {reg}) GROUP BY h HAVING count(*) > 1) "
+            f"SELECT {label} AS k, count(*) AS n FROM {reg} WHERE hash({key}) IN (SELECT h FROM c) "
+            "GROUP BY ALL HAVING count(*) > 1"
         )
-        if dups:
-            extra = sum(int(c) - 1 for _, c in dups)
+        n_keys, extra = _rows(con, f"SELECT count(*), coalesce(sum(n - 1), 0) FROM ({dups})")[0]
+        if n_keys:
+            ex = _rows(con, f"SELECT k FROM ({dups}) ORDER BY k LIMIT {EXAMPLES}")
             report.violations.append(
                 Violation(
                     "duplicate_key",
                     name,
-                    len(dups),
-                    f"key(s) occur more than once ({extra:,} extra row(s))",
-                    tuple(str(k) for k, _ in dups[:EXAMPLES]),
+                    int(n_keys),
+                    f"key(s) occur more than once ({int(extra):,} extra row(s))",
+                    tuple(str(k) for (k,) in ex),
                 )
             )
     report.checked.append("duplicate_key")
@@ -304,7 +302,8 @@ def check_table_files(lake: Lake, report: CheckReport, pins: dict[str, set[int]]
             try:
                 dt = lake.delta(name, v)
             except LakeError as e:
-                unreadable.append(f"{name}@{v}: {str(e)[:120]}")
+                if v is not None:  # the latest version: reported as table_unreadable
+                    unreadable.append(f"{name}@{v}: {str(e)[:120]}")
                 continue
             adds = dt.get_add_actions(flatten=True).column("path").to_pylist()
             if not adds:
@@ -319,7 +318,7 @@ def check_table_files(lake: Lake, report: CheckReport, pins: dict[str, set[int]]
                 "data_file_missing",
                 "tables",
                 len(missing),
-                "data file(s) of a current or pinned version are missing",
+                f"data file(s) of a current or pinned version are missing; recover: `{repair_command(lake)}`",
                 tuple(missing[:EXAMPLES]),
             )
         )
@@ -350,14 +349,16 @@ def check_key_indexes(lake: Lake, report: CheckReport, extra: Sequence[tuple[str
     append or from dedup; a missing one is fine: it is rebuilt when needed)."""
     from storage.keyindex import verify
 
+    unreadable = {v.table for v in report.violations if v.invariant in ("table_unreadable", "commit_torn")}
     bad = [
         f"{name}/{index.folder}/{f}"
         for name, index in key_indexes(lake, extra)
+        if name not in unreadable  # reported already; repair rebuilds its index
         for f in verify(lake, name, index, lake.delta(name))
     ]
     if bad:
         report.violations.append(Violation("key_index_mismatch", "indexes", len(bad), "key index file(s) disagree with their data file; "
-                                           "delete them (they are rebuilt) or run `flywheel maintain`", tuple(bad[:EXAMPLES])))  # fmt: skip
+                                           f"recover: `{repair_command(lake)}` (rebuilds them)", tuple(bad[:EXAMPLES])))  # fmt: skip
     report.checked.append("key_index_mismatch")
 
 
@@ -378,20 +379,28 @@ def check_lake(
     say = progress or (lambda what: None)
     forget_snapshots()
     report = CheckReport(str(lake.uri))
-    unreadable = []
+    say("commit logs")
+    torn = check_commit_logs(lake, report)
     for name in TABLES:
         try:
+            if name in torn:
+                raise LakeError(f"its latest commit ({torn[name]}) is torn")
             report.stats[f"rows.{name}"] = lake.count(name)
-        except (OSError, LakeError) as e:  # e.g. a data file deleted by hand: reported below, not a crash
+        except (OSError, LakeError, pa.ArrowException) as e:  # a file deleted or overwritten: a finding, not a crash
             report.stats[f"rows.{name}"] = 0
-            unreadable.append(f"{name}: {_one_line(e)}")
-    if unreadable:
-        report.violations.append(
-            Violation(
-                "table_unreadable", "tables", len(unreadable), "table(s) cannot be read", tuple(unreadable[:EXAMPLES])
+            report.violations.append(
+                Violation(
+                    "table_unreadable",
+                    name,
+                    1,
+                    f"table cannot be read; recover: `{repair_command(lake, name)}`",
+                    (_one_line(e),),
+                )  # fmt: skip
             )
-        )
-    con = lake.duckdb(tables=list(TABLES))
+    broken = {v.table for v in report.violations if v.invariant == "table_unreadable"}
+    if "episodes" in broken:
+        broken |= set(THIN)  # the pile views join episodes
+    con = lake.duckdb(tables=[n for n in TABLES if n not in broken])  # the checks of a broken one fail: check_failed
     con.execute("SET enable_external_access = false")
     steps: list[tuple[str, Callable[[], None]]] = [
         ("table files and pins", lambda: check_table_files(lake, report, pinned_versions(lake))),
@@ -412,6 +421,22 @@ def check_lake(
         report.seconds[what] = round(time.perf_counter() - t0, 3)
     con.close()
     return report
+
+
+def check_commit_logs(lake: Lake, report: CheckReport) -> dict[str, str]:
+    """No empty or torn commit file at the end of any table's log (storage/health.py); returns {table: torn file}."""
+    torn: dict[str, str] = {}
+    for name in TABLES:
+        found = commit_damage(lake, name)
+        for code in ("commit_empty", "commit_torn"):
+            hits = [d for d in found if d.code == code]
+            if hits:
+                what = "emptied (its rows are silently missing)" if code == "commit_empty" else "torn (cut off)"
+                report.violations.append(Violation(code, name, len(hits), f"commit file(s) {what}; recover: "
+                                                   f"`{repair_command(lake, name)}`", tuple(d.item for d in hits)))  # fmt: skip
+        torn.update({d.table: d.item for d in found if d.code == "commit_torn"})
+    report.checked += ["commit_empty", "commit_torn"]
+    return torn
 
 
 def _one_line(e: BaseException) -> str:

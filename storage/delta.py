@@ -24,6 +24,8 @@ MANIFEST = "_flywheel_lake.json"
 #: Version of the lake layout itself (the manifest format and the set of tables).
 LAKE_FORMAT = 1
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: Where a Rust backtrace starts in a one-line delta-rs message: "0: <unknown> 1: ..." or "0: std::... at ...".
+_BACKTRACE = re.compile(r"\s0: (?=\S.*\s1: )")
 
 
 @contextmanager
@@ -35,6 +37,7 @@ def delta_errors(what: str) -> Iterator[None]:
         raise
     except (OSError, DeltaError) as e:
         first = " ".join(_ANSI.sub("", str(e)).split())  # object_store colours its error chain
+        first = _BACKTRACE.split(first, 1)[0].rstrip()  # delta-rs appends Rust backtrace frames: not for people
         hint = ""
         if any(
             s in first

@@ -42,6 +42,10 @@ SEGMENTS = "_merged"
 #: Loaded sidecars kept in memory per process (they never change, so a cached one is never stale).
 CACHE_BYTES = 1 << 30
 _HEX32 = r"^[0-9a-f]{32}$"
+#: Folder prefix of the tables' primary-key indexes. Version 2 hashes non-hex keys with MD5; version 1's `key-`
+#: folders (BLAKE2b) are never read again and `flywheel maintain` drops them (`stale_sidecars`).
+KEY_INDEX_PREFIX = "key2-"
+_RETIRED_PREFIXES = ("key-",)
 
 
 def _combined(a: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -51,74 +55,151 @@ def _combined(a: pa.Array | pa.ChunkedArray) -> pa.Array:
 def key_words(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """32-hex-digit keys -> an (n, 2) uint64 array: the 128 bits they spell, each 8-byte half read little-endian
     (the byte order validators.dedup writes content keys in, so the words are the two hashes they came from)."""
-    keys = _combined(keys).cast(pa.string())
+    return _decode_hex(_combined(keys).cast(pa.string()))[0]
+
+
+def _decode_hex(keys: pa.Array) -> tuple[np.ndarray, bool]:
+    """(words, whether every key is lower-case hex: the text re-encodes to itself); ValueError if a key is not 32
+    hex digits of either case."""
     n = len(keys)
     if n == 0:
-        return np.zeros((0, 2), np.uint64)
+        return np.zeros((0, 2), np.uint64), True
     if keys.null_count:
         raise ValueError("keys must not be null")
     offsets = np.frombuffer(keys.buffers()[1], np.int32, n + 1, keys.offset * 4)
     if not (np.diff(offsets) == 32).all():
         raise ValueError("keys must be 32 hex digits")
-    raw = bytes.fromhex(keys.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]].decode("ascii"))
-    return np.frombuffer(raw, "<u8").reshape(n, 2).astype(np.uint64)
+    text = keys.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    raw = bytes.fromhex(text.decode("ascii", errors="replace"))
+    return np.frombuffer(raw, "<u8").reshape(n, 2).astype(np.uint64), raw.hex().encode() == text
 
 
 def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A 128-bit hash per key string, as (n, 2) uint64 words; the same key always gives the same words.
 
     Keys that are already 128-bit hex hashes (episode ids, content keys: 32 lowercase hex digits) are their own
-    hash, decoded without a Python loop; any other key is hashed with BLAKE2b-128. A collision between two
-    different keys has probability ~n^2 / 2^129, about 1e-25 at 10 million keys."""
+    hash, decoded without a Python loop; any other key is hashed with MD5 (its UTF-8 bytes) in one DuckDB query,
+    vectorised and stable across library versions (a sidecar outlives the process; Polars' hash may change with
+    a release). Not for secrecy: a collision between two different keys has probability ~n^2 / 2^129, about
+    1e-25 at 10 million keys."""
     keys = _combined(keys).cast(pa.string())
     if keys.null_count:
         raise ValueError("keys must not be null")
     if len(keys) == 0:
         return np.zeros((0, 2), np.uint64)
+    try:  # the common case, every key a hash: decoded and checked in two C calls, no regex over every key
+        words, lower = _decode_hex(keys)
+        if lower:
+            return words
+    except ValueError:
+        pass
     hexy = np.asarray(pc.match_substring_regex(keys, _HEX32).to_numpy(zero_copy_only=False), dtype=bool)
     if hexy.all():
         return key_words(keys)
     out = np.zeros((len(keys), 2), np.uint64)
     if hexy.any():
         out[hexy] = key_words(keys.filter(pa.array(hexy)))
-    other = np.flatnonzero(~hexy)
-    raw = b"".join(hashlib.blake2b(k.encode(), digest_size=16).digest() for k in keys.take(pa.array(other)).to_pylist())
-    out[other] = np.frombuffer(raw, "<u8").reshape(len(other), 2)
+    other = ~hexy
+    out[other] = _md5_words(keys.filter(pa.array(other)))
     return out
 
 
+def _md5_words(keys: pa.Array) -> np.ndarray:
+    """MD5 of each key's bytes as (n, 2) uint64 words: the digest's two 8-byte halves, each little-endian (as
+    `key_words` reads hex). DuckDB's md5_number is that digest as a little-endian 128-bit integer."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute("SET preserve_insertion_order = true")  # the default; the rows must come back in key order
+        k = pa.table({"k": keys.cast(pa.binary())})  # noqa: F841 - scanned by name below
+        t = con.execute(
+            "SELECT (h & 18446744073709551615::UHUGEINT)::UBIGINT AS first, (h >> 64)::UBIGINT AS second"
+            " FROM (SELECT md5_number(k) AS h FROM k)"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    return np.column_stack([t.column("first").to_numpy(), t.column("second").to_numpy()]).astype(np.uint64)
+
+
 def sort_words(words: np.ndarray) -> np.ndarray:
-    """Rows sorted by (high, low), as every sidecar and lookup run is."""
+    """Rows sorted by (high, low), as every sidecar and lookup run is. One sort on the high word, then the rows
+    that tie on it sorted by both (2-3x faster than a two-key lexsort on hash keys, where ties are rare); keys
+    that mostly share high words take the lexsort."""
     if len(words) < 2:
         return np.ascontiguousarray(words, dtype=np.uint64).reshape(-1, 2)
-    return np.ascontiguousarray(words[np.lexsort((words[:, 1], words[:, 0]))])
+    s = words[np.argsort(words[:, 0])]
+    tie = s[1:, 0] == s[:-1, 0]
+    n_tied = int(np.count_nonzero(tie))
+    if n_tied > len(words) // 8:
+        return np.ascontiguousarray(words[np.lexsort((words[:, 1], words[:, 0]))])
+    if n_tied:
+        t = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # the tied rows: blocks in high-word order
+        sub = s[t]
+        s[t] = sub[np.lexsort((sub[:, 1], sub[:, 0]))]
+    return s
 
 
 def contains(runs: Iterable[np.ndarray], words: np.ndarray) -> np.ndarray:
     """Which rows of `words` ((n, 2) uint64) occur in any of `runs` (each sorted by `sort_words`): an exact
-    128-bit match, by binary search on the high word and a comparison of the low word."""
+    128-bit match, vectorised for any key distribution.
+
+    A binary search on the high word finds each query's range of equal high words; ranges of more than one entry
+    (keys sharing their first 16 hex digits: sequential or time-ordered ids) are searched on the low word by
+    `_search_low`, so a million keys with one common prefix cost about what random ones do."""
     found = np.zeros(len(words), dtype=bool)
     if not len(words):
         return found
     order = np.argsort(words[:, 0], kind="stable")  # sorted queries: the searches walk each run once
     q = words[order]
+    qhi, qlo = np.ascontiguousarray(q[:, 0]), np.ascontiguousarray(q[:, 1])
     hit = np.zeros(len(q), dtype=bool)
     for run in runs:
         m = len(run)
         if not m:
             continue
-        hi = run[:, 0]
-        at = np.minimum(np.searchsorted(hi, q[:, 0]), m - 1)  # the first entry with this high word, if any
-        same = (hi[at] == q[:, 0]) & ~hit
-        hit[same] = run[at[same], 1] == q[same, 1]
-        more = same & ~hit & (at + 1 < m)  # equal high words, another low word first: ~1e-6 at 10M keys
-        for i in np.flatnonzero(more):
-            j = at[i] + 1
-            while j < m and hi[j] == q[i, 0] and not hit[i]:
-                hit[i] = run[j, 1] == q[i, 1]
-                j += 1
+        hi, lo = np.ascontiguousarray(run[:, 0]), np.ascontiguousarray(run[:, 1])
+        left = np.searchsorted(hi, qhi, "left")
+        right = np.searchsorted(hi, qhi, "right")
+        tied = np.flatnonzero(right - left > 1)
+        if len(tied):
+            left[tied] = _search_low(lo, left[tied], right[tied], qlo[tied])
+        at = np.minimum(left, m - 1)
+        hit |= (hi[at] == qhi) & (lo[at] == qlo)
     found[order] = hit
     return found
+
+
+#: Ranges of equal high words longer than this get one np.searchsorted each (at most len(run) / TIE_RUN calls);
+#: shorter ones are bisected together, at most log2(TIE_RUN) + 1 vectorised rounds.
+TIE_RUN = 1024
+
+
+def _search_low(lo: np.ndarray, left: np.ndarray, right: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each query i, the first position in lo[left[i]:right[i]] (a sorted slice) whose value is >= x[i]."""
+    at = left.copy()
+    big = np.flatnonzero(right - left > TIE_RUN)
+    if len(big):
+        starts = left[big]
+        order = np.lexsort((x[big], starts))  # grouped by range, each group's queries sorted (a walk, not jumps)
+        big, starts = big[order], starts[order]
+        bounds = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1], True])
+        for b0, b1 in zip(bounds[:-1], bounds[1:], strict=True):
+            i = big[b0:b1]
+            a, b = left[i[0]], right[i[0]]
+            at[i] = a + np.searchsorted(lo[a:b], x[i])
+    small = np.flatnonzero(right - left <= TIE_RUN)
+    a, b, v = left[small], right[small], x[small]
+    while len(small):
+        done = a >= b
+        at[small[done]] = a[done]
+        keep = ~done
+        small, a, b, v = small[keep], a[keep], b[keep], v[keep]
+        mid = (a + b) // 2
+        go = lo[mid] < v
+        a = np.where(go, mid + 1, a)
+        b = np.where(go, b, mid)
+    return at
 
 
 @dataclass(frozen=True)
@@ -136,7 +217,7 @@ class FileIndex:
 
 def key_index(key: tuple[str, ...]) -> FileIndex:
     """The index of a table's primary key (the key string `Lake.append` compares, hashed by `key_hashes`)."""
-    return FileIndex("key-" + "+".join(key), key, lambda t: key_hashes(key_strings(t, key)))
+    return FileIndex(f"{KEY_INDEX_PREFIX}{'+'.join(key)}", key, lambda t: key_hashes(key_strings(t, key)))
 
 
 def sidecar_rel(table: str, index: FileIndex, data_file: str) -> str:
@@ -384,11 +465,13 @@ def verify(lake: Any, table: str, index: FileIndex, dt: Any) -> list[str]:
 
 def stale_sidecars(lake: Any, table: str, dt: Any) -> list[str]:
     """Sidecars and segments (object keys) of every index of `table` that cover a data file no longer in `dt`'s
-    snapshot."""
+    snapshot, and every one of a retired index format."""
     live = {_name(p) for p in dt.file_uris()}
     out = []
     for rel in lake.objects.list(f"{INDEX_ROOT}/{table}/"):
-        if f"/{SEGMENTS}/" in rel:
+        if rel.split("/")[2].startswith(_RETIRED_PREFIXES):
+            out.append(rel)
+        elif f"/{SEGMENTS}/" in rel:
             seg = _decode_segment(lake.objects.get_bytes(rel))
             if seg is None or not seg[0] <= live:
                 out.append(rel)

@@ -230,11 +230,12 @@ class Lake:
         *,
         dt: DeltaTable | None = None,
         scope: pc.Expression | None = None,
+        skip_files: frozenset[str] = frozenset(),
     ) -> pa.Array:
         """Key strings already in the table (restricted to `keys` when given), read from `dt`'s snapshot if given.
 
         `scope`: a filter that every row sharing a key with `keys` satisfies (see TableSpec.key_scope); files whose
-        statistics rule it out are not read."""
+        statistics rule it out are not read. `skip_files`: data files (names as in the Delta log) not to read."""
         ts = spec(name)
         dt = dt or self.delta(name)
         if not _has_rows(dt):
@@ -243,7 +244,11 @@ class Lake:
         if keys is not None and len(ts.key) == 1 and len(keys) <= _KEY_FILTER_MAX:
             flt = pc.field(ts.key[0]).isin(keys) if flt is None else flt & pc.field(ts.key[0]).isin(keys)
         with delta_errors(f"reading keys of {name}"):
-            existing = snapshot_dataset(dt).to_table(columns=list(ts.key), filter=flt)
+            dset = snapshot_dataset(dt)
+            if skip_files:
+                frags = [f for f in dset.get_fragments() if f.path not in skip_files]
+                dset = ds.FileSystemDataset(frags, dset.schema, dset.format, dset.filesystem)
+            existing = dset.to_table(columns=list(ts.key), filter=flt)
         return key_strings(existing, ts.key)
 
     # ----------------------------------------------------------------- writes
@@ -254,6 +259,7 @@ class Lake:
         *,
         scope: pc.Expression | None = None,
         indexes: Iterable[FileIndex] = (),
+        own_files: set[str] | None = None,
     ) -> int:
         """Append rows whose key is not in the table yet; return how many were added.
 
@@ -261,6 +267,9 @@ class Lake:
         key_scope); the existence check then reads only rows inside it, and Delta statistics skip other files.
         `indexes`: key indexes (storage/keyindex.py) to write beside each new data file, on top of the table's own
         key index, so the next lookup need not read the file to build them.
+        `own_files`: for a writer that appends disjoint batches one after another (routing's chunks): the data files
+        its earlier appends committed, which this key check need not read again; the files this append commits are
+        added to it. Every other committed file is read, whoever wrote it and whenever that writer started.
 
         Rows are conformed to the table schema (or refused, nothing written), deduplicated within the batch and
         against the table on the key, and written in one Delta commit. The commit carries the lake's
@@ -282,26 +291,37 @@ class Lake:
         # the key strings to look up: for the filter pushdown (one key column) or the table's key index
         single = key_strings(batch, ts.key) if len(ts.key) == 1 or ts.indexed else None
 
+        skip = frozenset(own_files or ())
+
         def attempt(dt: DeltaTable) -> int:
             seen = (
                 self._seen_in_index(name, single, dt)
                 if ts.indexed
-                else self._seen_in_table(name, batch, single, dt, scope)
+                else self._seen_in_table(name, batch, single, dt, scope, skip)
             )
             todo = batch
             if seen.any():  # filtering copies the nested columns: only when some key is old
                 todo = batch.filter(pa.array(~seen))
             if todo.num_rows:
-                self._write(ts, dt, todo, list(indexes))
+                written = self._write(ts, dt, todo, list(indexes))
+                if own_files is not None:  # only once the commit has landed: a lost race's files are orphans
+                    own_files.update(written)
             return todo.num_rows
 
         return self._retry_on_conflict(name, attempt)
 
     def _seen_in_table(
-        self, name: str, batch: pa.Table, keys: pa.Array | None, dt: DeltaTable, scope: pc.Expression | None
+        self,
+        name: str,
+        batch: pa.Table,
+        keys: pa.Array | None,
+        dt: DeltaTable,
+        scope: pc.Expression | None,
+        skip: frozenset[str] = frozenset(),
     ) -> np.ndarray:
-        """Which rows of `batch` have a key already in `dt`'s snapshot, by reading the stored keys (in `scope`)."""
-        existing = self.existing_keys(name, keys, dt=dt, scope=scope)
+        """Which rows of `batch` have a key already in `dt`'s snapshot, by reading the stored keys (in `scope`, not
+        in the files of `skip`)."""
+        existing = self.existing_keys(name, keys, dt=dt, scope=scope, skip_files=skip)
         if not len(existing):
             return np.zeros(batch.num_rows, dtype=bool)
         return is_member({"k": keys if keys is not None else key_strings(batch, spec(name).key)}, {"k": existing})
@@ -355,8 +375,11 @@ class Lake:
             f"table {name}: gave up after {MAX_WRITE_ATTEMPTS} commit conflicts with concurrent writers; retry"
         )
 
-    def _write(self, ts: TableSpec, dt: DeltaTable, batch: pa.Table, indexes: list[FileIndex] | None = None) -> None:
-        """One Delta commit on top of `dt`'s snapshot (not a fresh one: a commit since then must conflict).
+    def _write(
+        self, ts: TableSpec, dt: DeltaTable, batch: pa.Table, indexes: list[FileIndex] | None = None
+    ) -> list[str]:
+        """One Delta commit on top of `dt`'s snapshot (not a fresh one: a commit since then must conflict); returns
+        the data files it added (names as in the Delta log).
 
         Unpartitioned tables: PyArrow writes the Parquet files (2-3x faster than delta-rs's writer on nested
         episode rows, see bench/bench_lake.py), then one Delta commit adds them with their statistics. Files are
@@ -372,7 +395,7 @@ class Lake:
                     partition_by=list(ts.partition_by),
                     commit_properties=_commit_props(dt),
                 )
-            return
+            return []  # delta-rs names its files; none is claimed (claiming another writer's would hide its keys)
         from storage.keyindex import key_index, store_run
 
         indexes = ([key_index(ts.key)] if ts.indexed else []) + list(indexes or ())
@@ -383,6 +406,7 @@ class Lake:
                 store_run(self, ts.name, ix, adds[-1].path, part)
         with delta_errors(f"committing to {ts.name}"):
             dt.create_write_transaction(adds, mode="append", schema=dt.schema(), commit_properties=_commit_props(dt))
+        return [a.path for a in adds]
 
     def _write_file(self, table: str, part: pa.Table) -> AddAction:
         """Write one Parquet data file into the table's folder (not yet part of the table) and describe it."""

@@ -147,6 +147,21 @@ def drop_stale_index_files(lake: Lake, name: str, dry_run: bool = False) -> int:
     return len(gone)
 
 
+def refuse_if_damaged(lake: Lake, names: list[str]) -> None:
+    """LakeError while a table has an emptied or torn commit, or a missing or unreadable data file (storage/health):
+    vacuum would delete the files of a commit the log lost (the only copy of its rows until they are re-ingested)
+    and compaction would rewrite a snapshot that cannot be read."""
+    from storage.health import damage, repair_command
+
+    found = damage(lake, names)
+    if found:
+        d = found[0]
+        raise LakeError(
+            f"refusing to maintain {lake.uri}: {len(found)} problem(s) that vacuum could make permanent, e.g. "
+            f"{d.code} [{d.table}] {d.item}; run `{repair_command(lake)}`, re-ingest, then `flywheel check`"
+        )
+
+
 def maintain(
     lake: Lake,
     *,
@@ -169,6 +184,8 @@ def maintain(
     unknown = [n for n in names if n not in TABLES]
     if unknown:
         raise ValueError(f"unknown table(s) {', '.join(unknown)}; tables: {', '.join(TABLES)}")
+    if not dry_run:
+        refuse_if_damaged(lake, names)
     say = progress or (lambda what: None)
     pins = pinned_versions(lake)
     report = MaintainReport(str(lake.uri), retain_hours, dry_run)

@@ -31,17 +31,47 @@ def check_read_only(query: str, *, single: bool = True) -> None:
         raise LakeError("the query is empty")
     if single and len(stmts) > 1:
         raise LakeError(f"one statement at a time, got {len(stmts)}")
+    pragmas = [w for w in _leading_words(query) if w == "PRAGMA"]
+    if pragmas:  # DuckDB rewrites PRAGMA x into SELECT * FROM pragma_x(): refuse it by what was written
+        raise LakeError("the lake is read-only here: PRAGMA statements are refused; use DESCRIBE <view> or SHOW TABLES")
     for st in stmts:
         kind = st.type.name
         if kind == "EXPLAIN":  # EXPLAIN [ANALYZE] runs its statement: that one must be a read too
+            if re.match(r"^\s*EXPLAIN\s*\(", st.query, flags=re.I):
+                raise LakeError(
+                    "EXPLAIN with options, e.g. (FORMAT JSON), is refused here; use EXPLAIN SELECT ... or "
+                    "EXPLAIN ANALYZE SELECT ..."
+                )
             inner = re.sub(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?", "", st.query, flags=re.I)
-            kinds = [s.type.name for s in duckdb.extract_statements(inner)] if inner.strip() else []
+            try:
+                kinds = [s.type.name for s in duckdb.extract_statements(inner)] if inner.strip() else []
+            except duckdb.Error as e:
+                raise LakeError(f"query failed: {str(e).splitlines()[0]}") from None
             kind = "SELECT" if kinds and all(k == "SELECT" for k in kinds) else f"EXPLAIN {'+'.join(kinds) or '?'}"
         if kind not in READ_ONLY_KINDS:
             raise LakeError(
                 f"the lake is read-only here: {kind} statements are refused; use SELECT (or WITH, FROM, DESCRIBE, "
                 "SUMMARIZE, EXPLAIN)"
             )
+
+
+def _leading_words(query: str) -> list[str]:
+    """The first word of each statement as written (comments skipped), upper-cased: DuckDB's tokenizer, statement
+    boundaries at its `;` operator tokens."""
+    import re
+
+    import duckdb
+
+    words, start = [], True
+    for pos, kind in duckdb.tokenize(query):
+        if kind == duckdb.token_type.operator and query.startswith(";", pos):
+            start = True
+            continue
+        if start:
+            m = re.match(r"\w+", query[pos:])
+            words.append(m.group(0).upper() if m else "")
+            start = False
+    return words
 
 
 def lock_down(con) -> None:  # noqa: ANN001 - duckdb.DuckDBPyConnection
@@ -78,9 +108,8 @@ def repl(lake: Lake, version: Versions = None) -> None:
     Statements end with `;` and may span lines, so `echo "SELECT 1;" | flywheel shell` works too.
     """
     import duckdb
-    from rich.table import Table
 
-    from core.console import console
+    from core.console import console, data_table, esc
     from schemas.tables import TABLES
 
     con = lake.duckdb(version=version)
@@ -90,7 +119,7 @@ def repl(lake: Lake, version: Versions = None) -> None:
         if isinstance(version, dict) and version
         else ""
     )
-    console.print(f"DuckDB over {lake.uri}{pinned}; views: {', '.join(TABLES)}. End with Ctrl-D.")
+    console.print(f"DuckDB over {esc(lake.uri)}{esc(pinned)}; views: {', '.join(TABLES)}. End with Ctrl-D.")
     interactive = sys.stdin.isatty()
     buf = ""
     while True:
@@ -115,12 +144,9 @@ def repl(lake: Lake, version: Versions = None) -> None:
             rel = con.sql(buf)
             if rel is not None:
                 res = rel.to_arrow_table()
-                t = Table(*res.column_names)
-                for row in res.slice(0, 100).to_pylist():
-                    t.add_row(*("" if v is None else str(v) for v in row.values()))
-                console.print(t)
+                console.print(data_table(res.column_names, (r.values() for r in res.slice(0, 100).to_pylist())))
                 if res.num_rows > 100:
                     console.print(f"({res.num_rows:,} rows, 100 shown)")
         except (duckdb.Error, LakeError) as e:
-            console.print(f"[red]error:[/] {str(e).removeprefix('query failed: ').splitlines()[0]}")
+            console.print(f"[red]error:[/] {esc(str(e).removeprefix('query failed: ').splitlines()[0])}")
         buf = ""

@@ -58,8 +58,9 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     warmup_steps: int = 10
     grad_clip: float = 1.0
-    #: bfloat16 autocast for the forward pass (weights stay float32): about 2x on CPUs with AVX512-BF16 or AMX.
-    bf16: bool = False
+    #: bfloat16 autocast for the forward pass (weights stay float32): about 2x on CPUs with AVX512-BF16 or AMX, slower
+    #: on others. "auto": whichever this machine runs faster, measured once and cached (training/precision.py).
+    bf16: bool | str = False
 
 
 @dataclass(frozen=True)

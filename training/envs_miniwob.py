@@ -268,10 +268,10 @@ MINIWOB_MAX_NEW_TOKENS = 56
 MINIWOB_GROUNDING = 0.5
 
 
-def demo_config(
+def miniwob_config(
     base: Any, tasks: Sequence[str] | None = None, eval_per_task: int | None = None, quick: bool = False
 ) -> Any:
-    """The demo's config (training.demo.DemoConfig) on MiniWoB++: the same sizes, `eval_per_task` held-out seeds
+    """A round config (flows.config.RoundConfig) on MiniWoB++: the same sizes, `eval_per_task` held-out seeds
     per task (None: all 30; the sandbox's eval_per_cell counts per family and level, a MiniWoB task has one level).
     `quick`: the cold-start SFT runs long enough for the tiny model to write readable actions, so that the smoke
     test's sampling, RL and evaluation really act in the browser instead of ending at the first unreadable answer."""

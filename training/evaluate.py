@@ -10,20 +10,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+from core.stats import wilson
 from schemas.prompt import PromptConfig
 from training.config import EvalConfig
 from training.model import Policy
 from training.rollout import TaskInfo, Trajectory, run_episodes
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """95% Wilson score interval (statsmodels); (0, 1) when n = 0."""
-    if n == 0:
-        return 0.0, 1.0
-    from statsmodels.stats.proportion import proportion_confint
-
-    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)
@@ -104,7 +95,7 @@ def evaluate(
 
 def record_eval(lake, round: int, result: EvalResult) -> dict:  # noqa: ANN001
     """Write the eval_* columns and the breakdown's "eval" entry of the round's row (other columns untouched)."""
-    from validators.routing import update_round
+    from validators.rounds import update_round
 
     o = result.overall
     return update_round(

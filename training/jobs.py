@@ -73,8 +73,14 @@ def pile_job(
     items = encode_all(b.policy.tokenizer, examples, prompt_cfg) if examples else []
     if not items:
         raise ValueError(f"the {stage.upper()} pile (version {pile.version}) is empty: nothing to train on")
+    from dataclasses import replace
+
+    from training.precision import choose
+
+    precision = choose(cfg.optim.bf16, b.policy.model, cfg.batch_size)  # "auto": measured on this machine, cached
+    cfg = replace(cfg, optim=replace(cfg.optim, bf16=precision.bf16))
     losses, tokens = train(b.policy, items, cfg, on_step)
-    metrics = {"episodes": pile.rows.num_rows, "grounding_examples": n_ground}
+    metrics = {"episodes": pile.rows.num_rows, "grounding_examples": n_ground, "precision": precision.as_dict()}
     if agent_only:
         metrics["agent_tokens"] = sum(e.n_agent for e in items)
     res = JobResult(stage, round, b.uri, pile_version=pile.version, samples=len(items), tokens=tokens, losses=losses,

@@ -37,6 +37,9 @@ def train_lm(
 ) -> tuple[list[float], int]:
     """Minimise the masked next-token loss over `batches` (moved to `device`, where the model is); returns (loss per
     step, tokens seen)."""
+    from training.precision import choose
+
+    bf16 = choose(cfg.bf16, model).bf16  # True / False as configured; "auto": measured on this machine, cached
     model.train()
     opt = make_optimizer(model.parameters(), cfg)
     losses: list[float] = []
@@ -48,7 +51,7 @@ def train_lm(
             batch = Batch(
                 *(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask))
             )
-        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.bf16):
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
             loss = masked_nll(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,6 +1,6 @@
 """The round's training, as plain functions: which jobs are due, run one job on a backend, build the first policy.
 
-Flows (flows/train.py, flows/demo.py) and the CLI call these; nothing here knows about Prefect.
+The round engine (flows/stages.py) calls these; nothing here knows about Prefect.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
+from schemas.prompt import PromptConfig
 from storage.piles import read_pile
 from training.backend import CommandBackend
 from training.base import sandbox_texts
@@ -17,7 +18,6 @@ from training.config import (
     CTConfig,
     EvalConfig,
     ModelConfig,
-    PromptConfig,
     RLConfig,
     SamplingConfig,
     SFTConfig,

@@ -92,8 +92,9 @@ def expectations(round: int, max_steps: int = 1000) -> list[Any]:
         E.ExpectColumnValuesToBeUnique(column="episode_id"),
         E.ExpectColumnValuesToBeInSet(column="source", value_set=list(SOURCES)),
         E.ExpectColumnValuesToBeInSet(column="round", value_set=[round]),
+        # (no ExpectColumnMeanToBeBetween on n_steps: implied by this one, and GX 1.24 checks every value of a
+        # column it averages for decimal.Decimal in a Python loop, ~0.5 CPU-s per 200k episodes)
         E.ExpectColumnValuesToBeBetween(column="n_steps", min_value=1, max_value=max_steps),
-        E.ExpectColumnMeanToBeBetween(column="n_steps", min_value=1, max_value=max_steps),
         E.ExpectColumnProportionOfNonNullValuesToBeBetween(column="screen_width", min_value=0.95),
         E.ExpectColumnValuesToBeBetween(column="screen_width", min_value=1, max_value=MAX_COORD),
         E.ExpectColumnValuesToBeBetween(column="screen_height", min_value=1, max_value=MAX_COORD),
@@ -120,6 +121,11 @@ def run_suite(table: pa.Table, round: int) -> DQResult:
             # GX's range checks are vectorised only for the platform int and float dtypes; on int32 they call a
             # Python function per value (seconds per million rows)
             frame[c] = frame[c].astype("int64")
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    # GX fingerprints every frame under HASH_THRESHOLD bytes by hashing all its values (a batch marker for its data
+    # docs): 3 of GX's 7.5 s at 1M episodes. The batch's id is ours (batch_id), so the fingerprint is not needed.
+    pandas_execution_engine.HASH_THRESHOLD = 0
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     bd = (

@@ -11,7 +11,6 @@ checked there: a violation raises RoutingError.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.iterators import prefetch
+from core.stats import wilson
 from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
 from storage import projection
 from storage.errors import LakeError
@@ -30,6 +31,7 @@ from validators.base import EpisodeBatch, Validator
 from validators.quality import COLUMNS as DQ_COLUMNS
 from validators.quality import DataQualityError, DQResult, run_suite
 from validators.registry import Policy, ValidationContext, ValidatorSpec, load_policy
+from validators.rounds import update_round
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -60,43 +62,11 @@ class RoundSummary:
 
 
 # ---------------------------------------------------------------------------------------------- statistics
-def wilson(k: int | np.ndarray, n: int | np.ndarray, alpha: float = 0.05) -> tuple[Any, Any]:
-    """95% Wilson score interval of k successes in n trials (statsmodels)."""
-    from statsmodels.stats.proportion import proportion_confint
-
-    return proportion_confint(k, n, alpha=alpha, method="wilson")
-
-
 def rate_row(k: int, n: int) -> dict[str, Any]:
     if n == 0:
         return {"n": 0, "n_pass": 0, "pass_rate": None, "lo": None, "hi": None}
     lo, hi = wilson(k, n)
     return {"n": int(n), "n_pass": int(k), "pass_rate": k / n, "lo": float(lo), "hi": float(hi)}
-
-
-# ----------------------------------------------------------------------------------------- rounds bookkeeping
-_JSON_COLUMNS = ("stage_status", "breakdown")
-
-
-def update_round(lake: Lake, round: int, **fields: Any) -> dict[str, Any]:
-    """Merge `fields` into the rounds row of `round` (creating it), leaving every other column as it was.
-
-    Routing, training and evaluation each own some columns of the same row; JSON columns (stage_status,
-    breakdown) are merged key by key at the top level, so one stage never erases another's entries.
-    """
-    existing = lake.read("rounds", filter=pc.field("round") == round).to_pylist()
-    row: dict[str, Any] = existing[0] if existing else {"round": round}
-    for k, v in fields.items():
-        if k in _JSON_COLUMNS and v is not None:
-            old = json.loads(row[k]) if row.get(k) else {}
-            new = v if isinstance(v, dict) else json.loads(v)
-            row[k] = json.dumps({**old, **new}, sort_keys=True, default=str)
-        else:
-            row[k] = v
-    row["round"] = round
-    row["updated_at"] = datetime.now(UTC)
-    lake.upsert("rounds", [row])
-    return row
 
 
 # ------------------------------------------------------------------------------------------------ validation
@@ -317,12 +287,13 @@ def route_round(
         plan.prepare(lake, set(pc.unique(new_meta.column("source")).to_pylist()))
         has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
         prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
-        run_ts = datetime.now(UTC)  # every verdict of this run carries it (see route_batch)
+        run_ts = datetime.now(UTC)  # every verdict of this run carries it
+        own: set[str] = set()  # the verdict files this run committed (see route_batch)
         r = plan.reads()
         tables = projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields,
                                  filter=new_episodes_filter(round, routed))  # fmt: skip
-        for chunk in _chunks(tables, chunk_size):
-            routed_now += route_batch(lake, round, chunk, plan, prior, say, r.loaded, run_ts)
+        for chunk in prefetch(_chunks(tables, chunk_size), "route-read"):  # the next chunk read while this is judged
+            routed_now += route_batch(lake, round, chunk, plan, prior, say, r.loaded, run_ts, own)
     summary = summarize(lake, round)
     summary.routed_now = routed_now
     summary.dq = _dq_info(dq) if dq else None
@@ -373,22 +344,21 @@ def route_batch(
     say: Progress,
     loaded: frozenset[str] | None = None,
     run_ts: datetime | None = None,
+    own_files: set[str] | None = None,
 ) -> int:
     """Decide and route one chunk of new episodes: verdicts, then sft, then ct (each idempotent).
 
     Verdicts: `decide` leaves out those already stored (`prior`, read at the start of the run), and the chunks of
-    one run judge disjoint episodes, so the append only needs to look for keys written by another run of this round
-    that started earlier and committed since: rows with validated_at before `run_ts` (every row of this run carries
-    run_ts, so Delta statistics skip this run's own files instead of re-reading them chunk after chunk).
+    one run judge disjoint episodes, so the append need not re-read the verdict files this run committed itself
+    (`own_files`, filled in by Lake.append); it reads every other committed file of the round, whatever its
+    writer's start time, and a commit that lost a race is redone on the new snapshot.
     Pile rows are thin (schemas.tables.SFT / CT): the episode's id and flat columns, the routing round, the
     validators' pile columns (the exact-dedup content key) and, for CT, the failing reasons."""
     batch = EpisodeBatch(table, loaded)
     run_ts = run_ts or datetime.now(UTC)
     d = decide(batch, plan, round, prior, now=run_ts)
     if d.verdicts is not None:
-        lake.append(
-            "verdicts", d.verdicts, scope=pc.field("validated_at") < pa.scalar(run_ts, pa.timestamp("us", tz="UTC"))
-        )
+        lake.append("verdicts", d.verdicts, own_files=own_files)
     say("verdicts_written", {"n": batch.n})
     cols = {c: table.column(c) for c in PILE_EPISODE_COLUMNS}
     cols["round_routed"] = pa.array(np.full(batch.n, round, dtype=np.int32))

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.compute as pc
 
 from storage.lake import Lake
@@ -46,6 +47,19 @@ def _false_count(lake: Lake, pile: str, round: int | None = None) -> int:
     return int(pc.sum(pc.match_substring(meta, _FALSE)).as_py() or 0)
 
 
+#: The default true pass share per round over a four-round run: a policy that improves and then levels off.
+DEFAULT_CURVE = (0.30, 0.45, 0.60, 0.70)
+
+
+def default_pass_shares(rounds: int) -> list[float]:
+    """The default curve stretched over `rounds` rounds (linear between its points; four rounds: the curve itself),
+    so any --rounds works without --pass-shares."""
+    if rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {rounds}")
+    at = np.linspace(0, len(DEFAULT_CURVE) - 1, rounds) if rounds > 1 else np.zeros(1)
+    return [round(float(x), 4) for x in np.interp(at, np.arange(len(DEFAULT_CURVE)), DEFAULT_CURVE)]
+
+
 def simulate(
     rounds: int = 4,
     attempts: int = 10_000,
@@ -57,7 +71,7 @@ def simulate(
     seed: int = 0,
 ) -> list[SimRound]:
     """Run the simulation (into `lake`, or a temporary one) and return one row per round."""
-    shares = pass_shares or [0.3, 0.45, 0.6, 0.7][:rounds]
+    shares = pass_shares or default_pass_shares(rounds)
     if len(shares) != rounds:
         raise ValueError(f"--pass-shares has {len(shares)} value(s) for {rounds} round(s)")
     if any(not 0 <= p <= 1 for p in shares) or not 0 <= leniency <= 1:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.console import console, fail
+from core.console import console, esc, fail
 from flywheel.commands.common import LakeOpt, open_lake
 
 
@@ -44,7 +44,7 @@ def dashboard(
                 out,
                 port,
                 on_ready=lambda url: console.print(
-                    f"serving [bold]{url}[/] (page {out}); Ctrl-C stops", soft_wrap=True
+                    f"serving [bold]{url}[/] (page {esc(out)}); Ctrl-C stops", soft_wrap=True
                 ),
             )
         except OSError as e:
@@ -54,18 +54,17 @@ def dashboard(
         page = build_page(lk)
         path = write_atomic(page.html, out)
     _summary(page)
-    console.print(f"wrote [bold]{path}[/] ({len(page.panels)} panels, {page.seconds:.2f} s)", soft_wrap=True)
+    console.print(f"wrote [bold]{esc(path)}[/] ({len(page.panels)} panels, {page.seconds:.2f} s)", soft_wrap=True)
 
 
 def _summary(page) -> None:  # noqa: ANN001
-    from rich.markup import escape
 
     t = Table("panel", "state", "ms", title="panels")
     style = {"ok": "green", "empty": "yellow", "error": "red"}
     for p in page.panels:
         t.add_row(
-            p.title,
-            f"[{style[p.state]}]{p.state}[/]" + (f": {escape(str(p.message))}" if p.state == "error" else ""),
+            esc(p.title),
+            f"[{style[p.state]}]{p.state}[/]" + (f": {esc(p.message)}" if p.state == "error" else ""),
             p.ms,
         )
     console.print(t)

@@ -11,8 +11,9 @@ import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt
+from validators.rounds import RoundRecord
 
 MARKER = ".flywheel-demo"
 
@@ -25,11 +26,11 @@ def _cell(rate: float | None, lo: float | None, hi: float | None) -> str:
     return "" if rate is None else f"{_pct(rate)} ({_pct(lo)}-{_pct(hi)})"
 
 
-def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
+def rounds_rich_table(rows: list[RoundRecord]) -> Table:
     """One row per round: new-sample pass rate P(V=1|r) and held-out pass rate with 95% intervals, per level."""
-    levels = sorted({lv for r in rows for lv in r["eval_by_level"]})
+    levels = sorted({lv for r in rows for lv in r.eval_rates("level")})
     t = Table(title="flywheel rounds (pass rates in %, 95% Wilson intervals)")
-    for col in [
+    cols = [
         "round",
         "new",
         "P(V=1|r)",
@@ -40,28 +41,29 @@ def rounds_rich_table(rows: list[dict[str, Any]]) -> Table:
         *[f"L{lv}" for lv in levels],
         "SFT",
         "CT",
-    ]:
+    ]
+    for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
+        s, by_level = r.sampled, r.eval_rates("level")
         t.add_row(
-            str(r["round"]), str(r["n_new"] or 0), _cell(r["pass_rate"], r["pass_rate_lo"], r["pass_rate_hi"]),
-            _cell(r["sample_pass_rate"], r["sample_lo"], r["sample_hi"]) if r["round"] else "",
-            _pct(r["accept_rate"]), _cell(r["eval_pass_rate"], r["eval_pass_rate_lo"], r["eval_pass_rate_hi"]),
-            str(r["eval_n"] or ""), *[_pct(r["eval_by_level"].get(lv)) for lv in levels], str(r["sft_size"] or 0),
-            str(r["ct_size"] or 0),
+            str(r.round), str(r.n_new or 0), _cell(r.pass_rate, r.pass_rate_lo, r.pass_rate_hi),
+            _cell(s.get("pass_rate"), s.get("lo"), s.get("hi")) if r.round else "",
+            _pct(r.annotation.get("accept_rate")), _cell(r.eval_pass_rate, r.eval_pass_rate_lo, r.eval_pass_rate_hi),
+            str(r.eval_n or ""), *[_pct(by_level.get(lv)) for lv in levels], str(r.sft_size or 0), str(r.ct_size or 0),
         )  # fmt: skip
     return t
 
 
-def per_task_table(rows: list[dict[str, Any]]) -> Table:
+def per_task_table(rows: list[RoundRecord]) -> Table:
     """Held-out success per task (a MiniWoB++ task is a family) and round, beside the scripted expert's."""
-    tasks = sorted({t for r in rows for t in r["eval_by_family"]})
-    ref = next((r["demonstrator_eval"] for r in rows if r.get("demonstrator_eval")), {})
+    tasks = sorted({t for r in rows for t in r.eval_rates("family")})
+    ref = next((r.demonstrator_eval for r in rows if r.demonstrator_eval), {})
     t = Table(title="held-out success per task (%)")
-    for col in ["task", "expert", *[f"round {r['round']}" for r in rows]]:
+    for col in ["task", "expert", *[f"round {r.round}" for r in rows]]:
         t.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
     for name in tasks:
-        t.add_row(name, _pct(ref.get(name)), *[_pct(r["eval_by_family"].get(name)) for r in rows])
+        t.add_row(name, _pct(ref.get(name)), *[_pct(r.eval_rates("family").get(name)) for r in rows])
     return t
 
 
@@ -91,6 +93,21 @@ def demo(
             "--tasks", help="MiniWoB++ tasks, comma-separated or repeated (default: all 12 with a demonstrator)."
         ),
     ] = None,
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget-min",
+            min=0,
+            help="Wall-time budget in minutes: the SFT passes are sized to fit this machine's measured step rate (0: the shipped sizes as they are; --quick: off).",
+        ),
+    ] = 20.0,
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision",
+            help="Training precision: auto (whichever this machine runs faster, measured once), bf16 or fp32.",
+        ),
+    ] = "auto",
     annotate: Annotated[
         int | None,
         typer.Option(
@@ -101,37 +118,29 @@ def demo(
     ] = None,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
-    data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then N rounds
-    of rejection sampling -> interactive annotation on the newest model's proposals -> validate and route -> CT when
-    due -> SFT -> RL -> held-out evaluation. Prints the
-    rounds table at the end (and held-out success per task for MiniWoB++).
+    data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then rounds
+    0..N of the round engine with the scripted people (`flywheel round run --people scripted`): rejection sampling ->
+    interactive annotation on the newest model's proposals -> intake -> validate and route -> CT when due -> SFT ->
+    RL -> held-out evaluation. On the sandbox the SFT passes are sized to --budget-min from this machine's measured
+    step rate (printed and recorded). Prints the rounds table at the end (and held-out success per task for
+    MiniWoB++).
 
     Example: flywheel demo --rounds 3 --lake ./lake-demo
     Example: flywheel demo --env miniwob --tasks click-button,click-link,enter-text --quick --rounds 1
     """
     import shutil
+    from pathlib import Path
 
     from core.settings import get_settings
-    from training.demo import DemoConfig, landing_for, quick_config
+    from flows.config import round_config
+    from training.demo import ColdStart, landing_for
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from pathlib import Path
-
-    names = _tasks_arg(tasks)
-    if env not in ("sandbox", "miniwob"):
-        raise ValueError(f"unknown --env {env!r}; expected sandbox or miniwob")
-    cfg = quick_config() if quick else DemoConfig()
-    if env == "miniwob":
-        from training.envs_miniwob import demo_config
-
-        cfg = demo_config(cfg, names, eval_per_task=2 if quick else None, quick=quick)
-    elif names:
-        raise ValueError("--tasks is for --env miniwob (the sandbox demo uses every family)")
-    if annotate is not None:
-        from dataclasses import replace
-
-        cfg = replace(cfg, annotate_tasks=annotate)
+    cfg = round_config(
+        env, _tasks_arg(tasks), quick_sizes=quick, people="scripted", annotate=annotate, precision=precision
+    )
+    cold = ColdStart.quick() if quick else ColdStart()
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():
         if not (Path(lake_uri) / MARKER).is_file():  # never wipe a lake the demo did not create
@@ -144,6 +153,15 @@ def demo(
     from flows.demo import flywheel_demo
 
     t0 = time.perf_counter()
+    notes: dict[str, Any] = {}
+    if budget and not quick and env == "sandbox":  # the reference sizes and times are the sandbox demo's
+        from flows.budget import calibrate, fit
+
+        with console.status("measuring this machine's training step"):
+            step_s, prec = calibrate(cfg)
+        cfg, fitted = fit(cfg, budget, rounds, step_s, prec)
+        console.print(f"budget: {fitted.why()}")
+        notes["budget"] = fitted.as_dict()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console) as bar:  # fmt: skip
         task = bar.add_task("round 0: cold start", total=None, info="")
@@ -152,47 +170,49 @@ def demo(
             r = info.get("round", 0)
             if kind == "tick":
                 loss = f" loss {info['loss']:.3f}" if "loss" in info else ""
-                bar.update(
-                    task, description=f"round {r}: {info['stage']}", info=f"step {info.get('i', '')}{loss}".strip()
-                )
+                step = info.get("i", info.get("n", ""))
+                bar.update(task, description=f"round {r}: {info['stage']}", info=f"step {step}{loss}".strip())
             elif kind == "stage":
-                console.print(f"[bold]round {r}[/] {info['stage']}: {_summary(info['stage'], info['info'])}")
+                console.print(f"[bold]round {r}[/] {info['stage']}: {esc(_summary(info['stage'], info['info']))}")
             else:
-                bar.update(task, description=f"round 0: {info.get('what', kind)}", info="")
+                bar.update(task, description=f"round 0: cold start ({info.get('what', kind)})", info="")
 
-        rows = flywheel_demo(lake_uri, rounds, cfg, say)
+        rows = flywheel_demo(lake_uri, rounds, cfg, cold, say, notes)
     console.print(rounds_rich_table(rows))
     if env == "miniwob":
         console.print(per_task_table(rows))
-        st = rows[-1]["env"] if rows else {}
+        st = rows[-1].env if rows else {}
         console.print(f"browsers {st.get('browsers')}, browser crashes {st.get('crashes')} (failed attempts), "
                       f"restarts {st.get('restarts')}, requests off 127.0.0.1 {st.get('net_attempts')}")  # fmt: skip
-    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {lake_uri}")
+    console.print(f"demo finished in {(time.perf_counter() - t0) / 60:.1f} min; lake at {esc(lake_uri)}; continue it "
+                  f"with `flywheel round run --lake {lake_uri}`")  # fmt: skip
 
 
 def _summary(stage: str, info: Any) -> str:
-    if stage == "ingest":
+    """One line per finished stage for the demo's log."""
+    if stage == "intake":
         return ", ".join(f"{k} {v}" for k, v in info.items())
     if stage == "sample":
         return f"{info['attempts']} attempts by {info['policy_version']}, {info['env_passed']} passed the env, {info['episodes_added']} landed"
     if stage == "annotate":
+        if "published" in info:
+            return f"{info['published']} tasks published for people ({info['file']})"
         return (
             f"{info['episodes']} tasks annotated on {info['policy_version']}'s proposals: {info['accepted']} of "
             f"{info['steps']} proposals accepted ({100 * info['accept_rate']:.0f}%), {info['episodes_added']} landed"
         )
     if stage == "route":
         return f"{info.get('n_new')} new, {info.get('n_pass')} to SFT, {info.get('n_fail')} to CT"
-    if stage == "train":
-        return "; ".join(
-            f"{j['stage']} {j['steps']} steps loss {j['loss_first'] or 0:.3f}->{j['loss_last'] or 0:.3f} ({j['wall_s']:.0f}s)"
-            for j in info
-        )
-    if stage == "eval":
+    if stage in ("ct", "sft", "rl"):
+        return f"{info['steps']} steps loss {info['loss_first'] or 0:.3f}->{info['loss_last'] or 0:.3f} ({info['wall_s']:.0f}s)"
+    if stage == "evaluate":
         o = info["overall"]
         lv = " ".join(f"L{k} {100 * v['rate']:.0f}" for k, v in info["by_level"].items())
         if info.get("env", {}).get("name") == "miniwob":  # one level: the per-task rates say more
             lv = " ".join(f"{k} {100 * v['rate']:.0f}" for k, v in info["by_family"].items())
         return f"held-out {100 * o['rate']:.1f}% [{100 * o['lo']:.1f}, {100 * o['hi']:.1f}] n={o['n']} ({lv})"
+    if stage == "summary":
+        return "round table written" + (f", dashboard {info['dashboard']}" if info.get("dashboard") else "")
     return str(info)
 
 

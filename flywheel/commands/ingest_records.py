@@ -17,7 +17,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 RoundOpt = Annotated[int, typer.Option("--round", help="Flywheel round to record on the rows.")]
@@ -45,18 +45,19 @@ def annotations(
                   console=console, transient=True) as bar:  # fmt: skip
         job = bar.add_task("sessions", total=len(files))
         for f in files:
-            bar.update(job, description=f"ingesting {f.name}")
+            bar.update(job, description=f"ingesting {esc(f.name)}")
             s = read_session(f, round=round)
             res, n = land_session(lk, s)
             added, pairs, quarantined = added + res.episodes_added, pairs + n, quarantined + res.quarantined_added
             rate = s.session.get("override_rate")
             console.print(
-                f"{f.name}: {len(s.episodes)} episode(s), override rate {'-' if rate is None else f'{rate:.0%}'}",
+                f"{esc(f.name)}: {len(s.episodes)} episode(s), override rate {'-' if rate is None else f'{rate:.0%}'}",
                 highlight=False,
             )
             for q in s.quarantined:
                 console.print(
-                    f"  [yellow]quarantined[/] {q.locator or f.name}: {q.error_type}: {q.error}", highlight=False
+                    f"  [yellow]quarantined[/] {esc(q.locator or f.name)}: {esc(q.error_type)}: {esc(q.error)}",
+                    highlight=False,
                 )
             bar.advance(job)
     console.print(
@@ -88,7 +89,7 @@ def rollouts(
                   TextColumn("{task.fields[added]:,} added"), TimeElapsedColumn(), console=console,
                   transient=True) as bar:  # fmt: skip
         for f in files:
-            job = bar.add_task(f.name, total=f.stat().st_size, added=0)
+            job = bar.add_task(esc(f.name), total=f.stat().st_size, added=0)
 
             def progress(done: int, total: int, n: int, job=job, size=f.stat().st_size) -> None:  # noqa: ANN001
                 bar.update(job, completed=done * size // max(total, 1), added=n)
@@ -102,8 +103,8 @@ def rollouts(
             )
             codes = ", ".join(f"{k} x{v}" for k, v in sorted(r.quarantine_codes.items())) or "none"
             console.print(
-                f"{f.name}: {r.result.episodes_seen:,} attempt(s), {r.result.episodes_added:,} new, "
-                f"{r.n_steps:,} steps; quarantined: {codes}",
+                f"{esc(f.name)}: {r.result.episodes_seen:,} attempt(s), {r.result.episodes_added:,} new, "
+                f"{r.n_steps:,} steps; quarantined: {esc(codes)}",
                 highlight=False,
             )
     console.print(f"{len(files)} file(s): {added:,} of {seen:,} episode(s) new, {quarantined} line(s) quarantined")

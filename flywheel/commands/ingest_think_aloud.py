@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 
@@ -39,12 +39,14 @@ def think_aloud(
                   console=console, transient=True) as bar:  # fmt: skip
         job = bar.add_task("ingesting", total=len(inputs))
         for p in inputs:
-            bar.update(job, description=f"ingesting {p.name}")
+            bar.update(job, description=f"ingesting {esc(p.name)}")
             o = process_input(p, lk, round, opts)
             outcomes.append(o)
             if o.quarantined:
                 q = o.quarantined[0]
-                console.print(f"[yellow]quarantined[/] {p.name}: {q.error_type}: {q.error}", highlight=False)
+                console.print(
+                    f"[yellow]quarantined[/] {esc(p.name)}: {esc(q.error_type)}: {esc(q.error)}", highlight=False
+                )
             bar.advance(job)
     res = land_outcomes(lk, outcomes, round)
     skipped = sum(1 for o in outcomes if o.timings.get("skipped"))

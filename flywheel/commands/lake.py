@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.console import console, fail
+from core.console import console, data_table, esc, fail
 from core.settings import get_settings
 from flywheel.commands.common import LakeOpt, open_lake
 from schemas.tables import TABLES
@@ -29,7 +29,7 @@ def init(lake: LakeOpt = None) -> None:
     Example: flywheel init --lake s3://my-bucket/flywheel
     """
     lk = open_lake(lake, create=True)
-    console.print(f"lake ready at [bold]{lk.uri}[/] ({len(TABLES)} tables)")
+    console.print(f"lake ready at [bold]{esc(lk.uri)}[/] ({len(TABLES)} tables)")
 
 
 def tables(lake: LakeOpt = None) -> None:
@@ -38,7 +38,7 @@ def tables(lake: LakeOpt = None) -> None:
     Example: flywheel tables --lake ./lake
     """
     lk = open_lake(lake)
-    t = Table("table", "rows", "version", "files", "size", title=str(lk.uri))
+    t = Table("table", "rows", "version", "files", "size", title=esc(lk.uri))
     for name in TABLES:
         dt = lk.delta(name)
         adds = dt.get_add_actions(flatten=True)
@@ -83,10 +83,7 @@ def sql(
     pins = parse_pins(as_of_version or [], query, lk)
     result = run_query(lk, query, version=pins or None)
     if format is OutFormat.table and out is None:
-        t = Table(*result.column_names)
-        for row in result.slice(0, limit).to_pylist():
-            t.add_row(*("" if v is None else str(v) for v in row.values()))
-        console.print(t)
+        console.print(data_table(result.column_names, (r.values() for r in result.slice(0, limit).to_pylist())))
         if result.num_rows > limit:
             console.print(f"({result.num_rows:,} rows, {limit} shown; use --format csv --out FILE for all)")
         return
@@ -119,7 +116,7 @@ def _write(result, format: OutFormat, out: Path | None) -> None:  # noqa: ANN001
         else:
             out.write_text(text)
     if out is not None:
-        console.print(f"wrote {result.num_rows:,} rows to {out}")
+        console.print(f"wrote {result.num_rows:,} rows to {esc(out)}")
 
 
 def _nested_as_json(result):  # noqa: ANN001, ANN202

@@ -1,4 +1,5 @@
-"""Operations commands: `flywheel check` (the lake's invariants) and `flywheel maintain` (compact + vacuum)."""
+"""Operations commands: `flywheel check` (the lake's invariants), `flywheel maintain` (compact + vacuum) and
+`flywheel repair` (torn commits, lost data files, key indexes)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from core.console import console, err_console
+from core.console import console, err_console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 
@@ -41,13 +41,13 @@ def check(
     else:
         rows = {k.removeprefix("rows."): v for k, v in report.stats.items() if k.startswith("rows.")}
         console.print(
-            f"{lk.uri}: {rows.get('episodes', 0):,} episodes, {rows.get('sft', 0):,} sft, {rows.get('ct', 0):,} ct, "
+            f"{esc(lk.uri)}: {rows.get('episodes', 0):,} episodes, {rows.get('sft', 0):,} sft, {rows.get('ct', 0):,} ct, "
             f"{report.stats.get('rounds.routed', 0)} routed round(s), {report.stats.get('media.screenshots_referenced', 0):,} "
             f"screenshot(s), {report.stats.get('pins', 0)} pinned version(s); {len(set(report.checked))} invariants "
             f"in {sum(report.seconds.values()):.1f} s"
         )
         for v in report.violations:
-            err_console.print(f"[bold red]violated:[/] {escape(v.line())}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]violated:[/] {esc(v.line())}", highlight=False, soft_wrap=True)
         if report.ok:
             console.print("[green]all invariants hold[/]")
     if not report.ok:
@@ -81,7 +81,7 @@ def maintain(
         rep = run_maintain(lk, retain_hours=retain_hours, tables=table or None, compact=compact, vacuum=vacuum,
                            dry_run=dry_run, target_bytes=target_mb << 20, progress=lambda n: st.update(f"maintaining {n}"))  # fmt: skip
     t = Table("table", "version", "files", "compacted", "vacuumed", "kept versions", "s",
-              title=f"{lk.uri} (retain {retain_hours} h{', dry run' if dry_run else ''})")  # fmt: skip
+              title=f"{esc(lk.uri)} (retain {retain_hours} h{', dry run' if dry_run else ''})")  # fmt: skip
     for m in rep.tables:
         ver = (
             str(m.version_before) if m.version_after == m.version_before else f"{m.version_before} -> {m.version_after}"
@@ -92,6 +92,33 @@ def maintain(
     console.print(t)
 
 
+def repair(
+    lake: LakeOpt = None,
+    table: Annotated[list[str] | None, typer.Option("--table", "-t", help="Only this table (repeatable).")] = None,
+) -> None:
+    """Repair what `flywheel check` reports as torn or emptied commits, missing or unreadable data files and key
+    indexes that disagree with the data; then re-ingest the sources to restore the lost rows. Run it with no other
+    writer on the lake.
+
+    Example: flywheel repair --lake ./lake && flywheel ingest rollouts landing/rollouts/ && flywheel check
+    """
+    from validators.lake_check import repair_lake
+
+    lk = open_lake(lake)
+    with console.status("repairing"):
+        rep = repair_lake(lk, table or None)
+    for line in rep.done:
+        console.print(f"repaired: {esc(line)}", highlight=False, soft_wrap=True)
+    if not rep.done:
+        console.print("nothing to repair")
+    elif rep.found:
+        console.print(
+            "rows of the lost commits and files are not in the lake: re-ingest their sources (nothing is duplicated), "
+            "then run `flywheel check`"
+        )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(check)
     app.command()(maintain)
+    app.command()(repair)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from core.console import console, err_console, fail
+from core.console import console, data_table, err_console, esc, fail
 from flywheel.commands.common import LakeOpt, open_lake
 
 audit_app = typer.Typer(
@@ -44,10 +45,7 @@ def _show(frame, format: str, out: Path | None, title: str | None = None) -> Non
         fail(f"unknown --format {format!r}; choose table, csv, json or parquet")
     arrow = frame.to_arrow() if hasattr(frame, "to_arrow") else frame
     if fmt is OutFormat.table and out is None:
-        t = Table(*arrow.column_names, title=title)
-        for row in arrow.to_pylist():
-            t.add_row(*(_fmt(v) for v in row.values()))
-        console.print(t)
+        console.print(data_table(arrow.column_names, (r.values() for r in arrow.to_pylist()), title=title, cell=_fmt))
         return
     _write(arrow, OutFormat.csv if fmt is OutFormat.table else fmt, out)
 
@@ -68,8 +66,13 @@ def upload(
         bool, typer.Option("--check-only", help="Run the checks and print the report; upload nothing.")
     ] = False,
     max_gb: Annotated[
-        float, typer.Option("--max-gb", help="Largest bundle accepted (uncompressed GB).", min=0.001)
-    ] = 8.0,
+        float | None,
+        typer.Option(
+            "--max-gb",
+            help="Largest bundle accepted (uncompressed GB; default: the bundle_max_bytes setting).",
+            min=0.001,
+        ),
+    ] = None,
 ) -> None:
     """Check think-aloud bundles, upload the good ones to the landing area, and print a per-session report.
 
@@ -84,7 +87,10 @@ def upload(
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         fail(f"no such file or folder: {', '.join(missing)}")
-    limits = Limits(max_bundle_bytes=int(max_gb * 1e9), max_file_bytes=min(int(max_gb * 1e9), Limits().max_file_bytes))
+    limits = Limits.from_settings()
+    if max_gb is not None:  # only lowers what ingestion accepts (a larger bundle would pass here and fail there)
+        cap = min(int(max_gb * 1e9), limits.max_bundle_bytes)
+        limits = replace(limits, max_bundle_bytes=cap, max_file_bytes=min(cap, limits.max_file_bytes))
     lk = open_lake(lake) if ingest else None  # fail early on a wrong --lake or --landing, before any work
     area = None if check_only else Landing.open(landing or get_settings().landing)
     outcomes: list[UploadOutcome] = []
@@ -102,9 +108,9 @@ def upload(
             TimeRemainingColumn(),
         )
         with Progress(*cols, console=console, transient=False) as bar:
-            task = bar.add_task(f"uploading to {area.uri}", total=total)
+            task = bar.add_task(f"uploading to {esc(area.uri)}", total=total)
             for o in good:
-                bar.update(task, description=f"{o.check.session_id}")
+                bar.update(task, description=esc(o.check.session_id))
                 try:
                     o.landed_uri, o.uploaded = area.upload(o.check, lambda n: bar.advance(task, n))
                 except Exception as e:  # noqa: BLE001 - one failed upload must not stop the others
@@ -149,14 +155,14 @@ def _report(outcomes, check_only: bool) -> None:  # noqa: ANN001
             status += f", {s.get('status')}"
         probs = [str(p) for p in c.problems] + ([o.error] if o.error else []) + list(s.get("problems") or [])
         t.add_row(
-            c.path.name,
-            c.session_id or "—",
-            status,
-            _fmt(s.get("duration_s", c.duration_s)),
-            _fmt(s.get("n_actions", c.n_actions)),
-            _fmt(s.get("thought_share", c.thought_share)),
-            _fmt(s.get("asr_confidence")),
-            "\n".join(probs) or "none",
+            esc(c.path.name),
+            esc(c.session_id or "—"),
+            esc(status),
+            esc(_fmt(s.get("duration_s", c.duration_s))),
+            esc(_fmt(s.get("n_actions", c.n_actions))),
+            esc(_fmt(s.get("thought_share", c.thought_share))),
+            esc(_fmt(s.get("asr_confidence"))),
+            esc("\n".join(probs)) or "none",
         )
     console.print(t)
     if any(o.check.ok for o in outcomes) and not any(o.session for o in outcomes):
@@ -234,10 +240,11 @@ def audit_sample(
         sheet = write_sheet(lk, s, dest)
     console.print(
         f"drew {s.episodes.height} of {s.population} SFT episodes of round {round} (seed {seed}, pile version {s.pile_version})"
-        + (f", strata: {', '.join(f'{k} {d}/{p}' for k, (p, d) in s.strata.items())}" if strata else "")
+        + (f", strata: {esc(', '.join(f'{k} {d}/{p}' for k, (p, d) in s.strata.items()))}" if strata else "")
     )
     console.print(
-        f"open {sheet.html}, fill in {sheet.csv} (verdict good|bad, note, auditor), then: flywheel audit record {sheet.csv}"
+        f"open {esc(sheet.html)}, fill in {esc(sheet.csv)} (verdict good|bad, note, auditor), then: "
+        f"flywheel audit record {esc(sheet.csv)}"
     )
     if sheet.missing_screenshots:
         err_console.print(f"warning: {sheet.missing_screenshots} screenshot(s) missing from the object store")
@@ -319,7 +326,7 @@ def audit_report(
     below = rep.filter(pl.col("status") == "below")
     if below.height:
         err_console.print(
-            f"[bold red]rounds below {threshold}:[/] " + ", ".join(str(r) for r in below.get_column("round"))
+            f"[bold red]rounds below {threshold}:[/] " + esc(", ".join(str(r) for r in below.get_column("round")))
         )
         if strict:
             raise typer.Exit(1)
@@ -339,8 +346,8 @@ def _export(
         res = export(lk, kind, out, version=version, round=round, max_images=max_images,
                      progress=lambda done, total: bar.update(task, completed=done, total=total))  # fmt: skip
     console.print(
-        f"wrote {res.rows:,} rows ({res.images:,} images) to {res.data_file} from {res.table} version {res.table_version}; "
-        f"lineage in {res.sidecar.name}"
+        f"wrote {res.rows:,} rows ({res.images:,} images) to {esc(res.data_file)} from {res.table} version "
+        f"{res.table_version}; lineage in {esc(res.sidecar.name)}"
     )
     if res.missing_images:
         err_console.print(f"warning: {res.missing_images} screenshot(s) missing from the object store were left out")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 round_app = typer.Typer(help="Run, resume and inspect flywheel rounds (one at a time per lake).", no_args_is_help=True)
@@ -21,6 +20,19 @@ ConfigOpt = Annotated[
 DashOpt = Annotated[
     Path | None, typer.Option("--dashboard", help="Write the dashboard page here at the end of the round.")
 ]
+EnvOpt = Annotated[
+    str | None,
+    typer.Option("--env", help="Environment backend: sandbox or miniwob (default: the lake's last round's)."),
+]
+TasksOpt = Annotated[
+    list[str] | None, typer.Option("--tasks", help="MiniWoB++ tasks, comma-separated or repeated (with --env miniwob).")
+]
+PeopleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--people", help="Who annotates: humans (publish the tasks) or scripted (the backend's annotator, as the demo)."
+    ),
+]
 TrainDepOpt = Annotated[
     str | None,
     typer.Option("--train-deployment", help="Run training stages as this deployment (e.g. 'train-stage/gpu')."),
@@ -28,22 +40,35 @@ TrainDepOpt = Annotated[
 
 
 def _run(lake: str | None, round: int | None, resume: bool, landing: str | None, config: Path | None,
-         dashboard: Path | None, train_deployment: str | None) -> None:  # fmt: skip
+         dashboard: Path | None, train_deployment: str | None, env: str | None = None,
+         tasks: list[str] | None = None, people: str | None = None, cold_start: bool = False) -> None:  # fmt: skip
     from core.console import quiet_prefect_console
 
     quiet_prefect_console()  # before Prefect is imported: it reads its logging settings then
-    from core.settings import get_settings
+    from flows.config import resolve_config, resolve_landing
     from flows.round import flywheel_round
-    from flows.stages import load_round_config
 
     lk = open_lake(lake, create=True)
-    cfg = load_round_config(config)
+    names = [n.strip() for v in tasks or [] for n in v.split(",") if n.strip()] or None
+    cfg, where = resolve_config(lk, config, env, names, people)
+    landing = resolve_landing(lk, landing)
+    console.print(f"configuration: {esc(where)} (env {cfg.env}, people {cfg.people}); landing {esc(landing)}")
+    if cold_start:
+        from flows.stages import next_round
+        from training.demo import write_cold_start
+
+        if "://" in landing:
+            raise ValueError("--cold-start writes into a local landing folder; give --landing a folder")
+        if next_round(lk) == 0:
+            with console.status("cold start: the scripted demonstrators write round 0's uploads"):
+                wrote = write_cold_start(lk, Path(landing), cfg.backend, seed=cfg.seed)
+            console.print(f"cold start in {esc(landing)}: {wrote or 'already there'}")
     try:
         out = flywheel_round(
             lake=str(lk.uri),
             round=round,
             resume=resume,
-            landing=landing or get_settings().landing,
+            landing=landing,
             cfg=cfg,
             dashboard=str(dashboard) if dashboard else None,
             train_deployment=train_deployment,
@@ -72,7 +97,7 @@ def _after_api_loss(lk, cfg) -> str:  # noqa: ANN001
     except Exception:  # noqa: BLE001 - the lake may be down too; the Prefect error is the one to report
         return "`flywheel round status` shows which stages are done"
     for r in rounds:
-        if round_state(lk, r, cfg) == "incomplete":
+        if round_state(lk, r) == "incomplete":
             return (f"round {r}'s finished stages are kept (pending: {', '.join(pending_stages(lk, r, cfg))}): "
                     f"run `flywheel round resume {r}` once it answers")  # fmt: skip
     return "no round is left half-done (`flywheel round status`); run the command again once it answers"
@@ -85,12 +110,35 @@ def run(
     config: ConfigOpt = None,
     dashboard: DashOpt = None,
     train_deployment: TrainDepOpt = None,
+    env: EnvOpt = None,
+    tasks: TasksOpt = None,
+    people: PeopleOpt = None,
+    rounds: Annotated[int, typer.Option("--rounds", "-n", min=1, help="Run this many rounds, one after another.")] = 1,
+    cold_start: Annotated[
+        bool,
+        typer.Option(
+            "--cold-start",
+            help="Before round 0, write the backend's scripted demonstrators' data into the landing area (what the demo starts from).",
+        ),
+    ] = False,
 ) -> None:
-    """Run a round: ingest -> route -> CT (when due) -> SFT -> RL -> sample -> evaluate -> summary.
+    """Run a round: sample -> annotate -> intake -> route -> CT (when due) -> SFT -> RL (when due) -> evaluate ->
+    summary. Without --config/--env/--people it runs with the configuration the lake's last round recorded (a demo
+    lake continues as the demo ran), else the defaults.
 
     Example: flywheel round run --lake ./lake --landing ./landing --dashboard dashboard.html
+    Example: flywheel round run --lake ./lake-demo   (continues the demo's lake with its own configuration)
+    Example: flywheel round run --env miniwob --people scripted --cold-start --rounds 2 --lake ./lake-mw
     """
-    _run(lake, round, False, landing, config, dashboard, train_deployment)
+    if rounds > 1 and round is not None:
+        raise ValueError("--rounds runs the next rounds in turn; leave out --round")
+    from training.envs import close_backends
+
+    try:
+        for _ in range(rounds):
+            _run(lake, round, False, landing, config, dashboard, train_deployment, env, tasks, people, cold_start)
+    finally:
+        close_backends()  # the browsers of --env miniwob
 
 
 def resume(
@@ -100,31 +148,33 @@ def resume(
     config: ConfigOpt = None,
     dashboard: DashOpt = None,
     train_deployment: TrainDepOpt = None,
+    env: EnvOpt = None,
+    tasks: TasksOpt = None,
+    people: PeopleOpt = None,
 ) -> None:
     """Finish a round from its first stage not done (finished stages are not redone).
 
     Example: flywheel round resume 3 --lake ./lake
     """
-    _run(lake, round, True, landing, config, dashboard, train_deployment)
+    _run(lake, round, True, landing, config, dashboard, train_deployment, env, tasks, people)
 
 
 def _status_table(lk, only: int | None = None) -> None:  # noqa: ANN001
     from flows.stages import STAGES
+    from validators.rounds import read_rounds
 
-    rows = sorted(lk.read("rounds").to_pylist(), key=lambda r: r["round"])
-    t = Table("round", "new", "P(V=1)", "held-out", "SFT", "CT", "stages", title=str(lk.uri))
+    t = Table("round", "new", "P(V=1)", "held-out", "SFT", "CT", "stages", title=esc(lk.uri))
     colour = {"done": "green", "running": "yellow", "failed": "red"}
 
     def pct(x: float | None) -> str:
         return "" if x is None else f"{100 * x:.1f}%"
 
-    for r in rows:
-        if only is not None and r["round"] != only:
+    for r in read_rounds(lk):
+        if only is not None and r.round != only:
             continue
-        st = json.loads(r["stage_status"]) if r["stage_status"] else {}
-        stages = " ".join(f"[{colour.get(st[s].get('status'), 'white')}]{s}[/]" for s in STAGES if s in st)
-        t.add_row(str(r["round"]), str(r["n_new"] or ""), pct(r["pass_rate"]), pct(r["eval_pass_rate"]),
-                  str(r["sft_size"] or ""), str(r["ct_size"] or ""), stages)  # fmt: skip
+        stages = " ".join(f"[{colour.get(r.status(s), 'white')}]{s}[/]" for s in STAGES if s in r.stages)
+        t.add_row(str(r.round), str(r.n_new or ""), pct(r.pass_rate), pct(r.eval_pass_rate),
+                  str(r.sft_size or ""), str(r.ct_size or ""), stages)  # fmt: skip
     console.print(t)
     console.print("stages: [green]done[/] [yellow]running[/] [red]failed[/]")
 
@@ -139,7 +189,7 @@ def status(lake: LakeOpt = None) -> None:
     lk = open_lake(lake)
     _status_table(lk)
     live = LakeLock(lk, "round", heartbeat=False).current()
-    console.print(live.describe() if live else "no round is running")
+    console.print(esc(live.describe()) if live else "no round is running")
 
 
 def serve(

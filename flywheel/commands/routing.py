@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from core.console import console
+from core.console import console, esc
 from flywheel.commands.common import LakeOpt, open_lake
 
 
@@ -62,7 +62,7 @@ def route(
 
         s = route_round(lk, round, policy=pol, allow_failed_dq=allow_failed_dq, progress=progress)
     t = Table(
-        "round", "new", "routed now", "pass", "fail", "pass rate [95% CI]", "sft", "ct", title=f"routing: {lk.uri}"
+        "round", "new", "routed now", "pass", "fail", "pass rate [95% CI]", "sft", "ct", title=f"routing: {esc(lk.uri)}"
     )
     ci = "" if s.pass_rate is None else f"{_pct(s.pass_rate)} [{_pct(s.pass_rate_lo)}, {_pct(s.pass_rate_hi)}]"
     t.add_row(
@@ -79,10 +79,10 @@ def route(
     if s.by_source:
         st = Table("source", "n", "pass rate [95% CI]", title="by source")
         for k, v in s.by_source.items():
-            st.add_row(k, f"{v['n']:,}", f"{_pct(v['pass_rate'])} [{_pct(v['lo'])}, {_pct(v['hi'])}]")
+            st.add_row(esc(k), f"{v['n']:,}", f"{_pct(v['pass_rate'])} [{_pct(v['lo'])}, {_pct(v['hi'])}]")
         console.print(st)
     if s.reasons:
-        console.print("failure reasons: " + ", ".join(f"{k}={v:,}" for k, v in s.reasons.items()))
+        console.print("failure reasons: " + esc(", ".join(f"{k}={v:,}" for k, v in s.reasons.items())))
     if s.dq:
         state = "passed" if s.dq["success"] else ("FAILED, overridden" if s.dq["overridden"] else "FAILED")
         console.print(f"data quality: {state} ({s.dq['n_failed']}/{s.dq['n_expectations']} failed)")
@@ -92,8 +92,12 @@ def simulate(
     rounds: Annotated[int, typer.Option("--rounds", help="Number of rounds.")] = 4,
     attempts: Annotated[int, typer.Option("--attempts", help="Rollouts per round.")] = 10_000,
     pass_shares: Annotated[
-        str, typer.Option("--pass-shares", help="True pass share per round, comma-separated.")
-    ] = "0.30,0.45,0.60,0.70",  # noqa: S107 - not a password
+        str | None,
+        typer.Option(
+            "--pass-shares",
+            help="True pass share per round, comma-separated (default: 0.30,0.45,0.60,0.70 stretched over --rounds).",
+        ),
+    ] = None,
     leniency: Annotated[float, typer.Option("--leniency", help="Share of true failures the verifier passes.")] = 0.0,
     steps: Annotated[int, typer.Option("--steps", help="Steps per synthetic rollout.")] = 5,
     seed: Annotated[int, typer.Option("--seed")] = 0,
@@ -109,7 +113,7 @@ def simulate(
     from validators.simulate import simulate as run
 
     try:
-        shares = [float(x) for x in pass_shares.split(",") if x.strip()]
+        shares = [float(x) for x in pass_shares.split(",") if x.strip()] if pass_shares else None
     except ValueError:
         raise ValueError(f"--pass-shares must be numbers separated by commas, got {pass_shares!r}") from None
     lk = open_lake(lake, create=True) if lake else None

@@ -22,6 +22,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.stats import wilson
 from storage.lake import Lake, content_id
 from storage.piles import read_pile
 
@@ -253,9 +254,12 @@ def precision_interval(k: int, n: int, method: str = "wilson", alpha: float = 0.
 
     if method not in METHODS:
         raise ValueError(f"unknown interval method {method!r}; choose from {', '.join(METHODS)}")
-    if n <= 0:
+    if n <= 0:  # no rate, so no interval (core.stats)
         return (float("nan"), float("nan"), float("nan"))
-    lo, hi = proportion_confint(k, n, alpha=alpha, method=METHODS[method])
+    if method == "wilson":
+        lo, hi = wilson(k, n, alpha)
+    else:
+        lo, hi = proportion_confint(k, n, alpha=alpha, method=METHODS[method])
     return (k / n, float(lo), float(hi))
 
 

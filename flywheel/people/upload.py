@@ -26,14 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ingest.archives import RATIO_FLOOR, Limits
 from storage.errors import LakeError
 from storage.objects import ObjectStore, open_object_store
 from storage.uri import LakeURI, parse_lake_uri
 
-MAX_BUNDLE_BYTES = 8 * 1024**3  # uncompressed
-MAX_FILE_BYTES = 4 * 1024**3
-MAX_FILES = 20_000
-MAX_RATIO = 200.0  # uncompressed / compressed for one archive member: beyond this it is a zip bomb
 UPLOADS = ".uploads"
 _BAD_NAME = re.compile(r"(^/)|(^[A-Za-z]:)|\\|\x00")
 
@@ -46,14 +43,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}" + (f" ({self.locator})" if self.locator else "")
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_bundle_bytes: int = MAX_BUNDLE_BYTES
-    max_file_bytes: int = MAX_FILE_BYTES
-    max_files: int = MAX_FILES
-    max_ratio: float = MAX_RATIO
 
 
 @dataclass(frozen=True)
@@ -169,8 +158,10 @@ def _name_problem(name: str) -> Problem | None:
 
 
 # ------------------------------------------------------------------------------------------------- checks
-def check_bundle(path: Path, limits: Limits = Limits()) -> BundleCheck:
-    """Run every pre-upload check on one bundle; never raises for a bad bundle (problems say what is wrong)."""
+def check_bundle(path: Path, limits: Limits | None = None) -> BundleCheck:
+    """Run every pre-upload check on one bundle; never raises for a bad bundle (problems say what is wrong).
+    `limits`: ingestion's own (default: the settings), so a bundle that passes here passes ingestion."""
+    limits = limits or Limits.from_settings()
     b = _Bundle(path)
     if not path.exists():
         return BundleCheck(path, "unknown", (Problem("not_found", f"{path} does not exist"),))
@@ -214,7 +205,7 @@ def _check_layout(b: _Bundle, members: list[_Member], limits: Limits) -> tuple[B
             probs.append(
                 Problem("file_too_large", f"{m.size / 1e9:.2f} GB, over {limits.max_file_bytes / 1e9:.2f} GB", m.name)
             )
-        if m.compressed and m.size > 1024**2 and m.size / max(m.compressed, 1) > limits.max_ratio:
+        if m.compressed and m.size > RATIO_FLOOR and m.size / max(m.compressed, 1) > limits.max_ratio:
             probs.append(Problem("zip_bomb", f"compression ratio {m.size / m.compressed:.0f}:1", m.name))
     return BundleCheck(b.path, b.kind, n_files=len(names), n_bytes=total), probs
 
@@ -228,7 +219,7 @@ def _check_contents(path: Path, tmp: Path, base: BundleCheck, limits: Limits) ->
     probs: list[Problem] = []
     info: dict[str, Any] = {}
     try:
-        folder = ta.open_input(path, tmp, limits.max_bundle_bytes)
+        folder = ta.open_input(path, tmp, limits)
         s = ta.read_input(folder, str(path.resolve()))
     except ta.ERRORS as e:
         return replace(base, problems=(Problem(getattr(e, "code", "unreadable"), str(e), getattr(e, "locator", None)),))

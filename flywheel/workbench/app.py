@@ -20,10 +20,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.sessions import SessionMiddleware
 
-from flywheel.people.upload import Landing, Limits, check_bundle
+from flywheel.people.upload import Landing, check_bundle
 from flywheel.workbench import auth
 from flywheel.workbench.auth import current_user, require, require_owner
 from flywheel.workbench.live import LiveSession, LiveSessions, to_action
+from flywheel.workbench.recording import upload_limits
 from flywheel.workbench.store import Store, User
 from schemas.actions import ActionError
 from storage.lake import Lake
@@ -412,7 +413,7 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
             path = Path(tmp) / f"upload{suffix}"
             with path.open("wb") as fh:
                 await receive(request, fh)
-            check = await run_in_threadpool(check_bundle, path, Limits(max_bundle_bytes=cfg.max_upload_bytes))
+            check = await run_in_threadpool(check_bundle, path, upload_limits(cfg.max_upload_bytes))
             if not check.ok:
                 return JSONResponse({"error": "the bundle did not pass its checks",
                                      "problems": [str(p) for p in check.problems]}, status_code=422)  # fmt: skip

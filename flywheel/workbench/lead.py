@@ -47,7 +47,8 @@ def kappa(pairs: list[tuple[str, str]]) -> float | None:
     table = np.zeros((2, 2))
     for a, b in pairs:
         table[idx[a], idx[b]] += 1
-    k = float(cohens_kappa(table).kappa)
+    with np.errstate(divide="ignore", invalid="ignore"):  # one category only: 0/0, reported as undefined
+        k = float(cohens_kappa(table).kappa)
     return None if math.isnan(k) else k
 
 

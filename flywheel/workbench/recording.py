@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import io
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from flywheel.people.upload import Landing, Limits, Problem, check_bundle
+from flywheel.people.upload import Landing, Problem, check_bundle
 from flywheel.workbench.live import LiveSession
+from ingest.archives import Limits
 
 MAX_EVENTS = 200_000
 _FIELDS = {"mouse_down": ("x", "y", "button"), "mouse_up": ("x", "y", "button"), "mouse_move": ("x", "y"),
@@ -31,6 +33,13 @@ class RecordingError(ValueError):
     def __init__(self, message: str, problems: tuple[Problem, ...] = ()) -> None:
         super().__init__(message)
         self.problems = problems
+
+
+def upload_limits(max_bytes: int) -> Limits:
+    """The bundle limits of the settings (those of `flywheel upload` and ingestion), with the unpacked size capped
+    at the workbench's upload limit."""
+    base = Limits.from_settings()
+    return replace(base, max_bundle_bytes=min(base.max_bundle_bytes, max_bytes))
 
 
 def clean_events(raw: Any) -> list[dict[str, Any]]:
@@ -81,7 +90,7 @@ def land_recording(
     with tempfile.TemporaryDirectory(prefix="flywheel-workbench-rec-") as tmp:
         path = write_bundle(Path(tmp) / s.session_id, m, events, audio=wav_of(audio), screenshots=shots,
                             archive="zip", audio_name="audio.wav")  # fmt: skip
-        check = check_bundle(path, Limits(max_bundle_bytes=limit))
+        check = check_bundle(path, upload_limits(limit))
         if not check.ok:
             raise RecordingError("the recording did not pass the upload checks", check.problems)
         uri, uploaded = landing.upload(check, lambda _n: None)

@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from ingest.safejson import non_finite
 from schemas.actions import ActionError, parse_action
 from schemas.records import Proposal
 
@@ -140,6 +141,9 @@ def check_session_header(doc: Any) -> tuple[str, str] | None:
     """Problems of the session fields (not its episodes) as (error_type, message), or None."""
     if not isinstance(doc, Mapping):
         return "wrong_type", f"a session must be a JSON object, got {type(doc).__name__}"
+    bad = non_finite({k: v for k, v in doc.items() if k != "episodes"})
+    if bad:
+        return "non_finite_number", f"{bad}: NaN or infinity (numbers must be finite)"
     return _schema_problem(_validators()[0], doc)
 
 
@@ -149,6 +153,9 @@ def check_episode(ep: Any) -> tuple[str, str] | None:
     Beyond the JSON Schema: the accepted index must point at a proposal, an override needs a thought, and the
     executed action (accepted proposal or override) must follow the action grammar.
     """
+    bad = non_finite(ep)
+    if bad:  # like a rollout line's NaN: this episode is quarantined, the rest of the session lands
+        return "non_finite_number", f"{bad}: NaN or infinity (numbers must be finite)"
     problem = _schema_problem(_validators()[1], ep)
     if problem:
         return problem

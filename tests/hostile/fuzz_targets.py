@@ -6,7 +6,12 @@ parser, whose contract is ActionError (a ValueError) for anything it cannot read
 code `internal_error` counts as a crash: it means an unforeseen exception inside our code.
 
 Mutations are JSON-aware (delete a key, replace a value by one of another type, huge numbers, NaN, deep nesting,
-odd unicode) and byte-level (flip, insert, truncate, invalid UTF-8), applied to valid seeds.
+odd unicode) and byte-level (flip, insert, truncate, invalid UTF-8), applied to valid seeds. Three sweeps cover
+whole classes of fields at once: `deep_json` nests one value up to 5,000 levels (past Python's recursion limit),
+`markup_json` puts Rich markup (`[/x]`, `[red]`, `[link=...]`, backslashes) into every string field of a
+document, `non_finite_json` puts NaN, Infinity, -Infinity or 1e999 into every numeric field; file names in
+bundles get markup too. Every quarantine record is also printed the way the CLI prints it, so a MarkupError from
+input-derived text counts as a crash.
 """
 
 from __future__ import annotations
@@ -35,6 +40,87 @@ JSON_VALUE = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
+
+
+MARKUP = st.sampled_from(["[/x]", "[/]", "[red]red[/red]", "[link=https://evil.example]x[/link]", "[bold", "\\", "x\\",
+                          "\\[/x]", "[[/x]]", ":warning:", "[#ff0000]", "[@click=app.quit]q[/]", "]", "["])  # fmt: skip
+NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e999", "-1e999")
+_SENTINEL = "\u0001fuzz-%d\u0001"
+
+
+def dumps_with(doc: Any, raw: dict[str, str]) -> str:
+    """json.dumps(doc), then each sentinel string (see `_SENTINEL`) replaced by its raw JSON text: how a document
+    gets values json.dumps cannot write (5,000 levels deep, `1e999`)."""
+    text = json.dumps(doc)
+    for sentinel, value in raw.items():
+        text = text.replace(json.dumps(sentinel), value)
+    return text
+
+
+def _leaves(doc: Any, kind: tuple[type, ...], prefix: tuple = ()) -> list[tuple]:
+    return [
+        p for p in _paths(doc, prefix) if p and isinstance(_get(doc, p), kind) and not isinstance(_get(doc, p), bool)
+    ]
+
+
+def _get(doc: Any, path: tuple) -> Any:
+    for k in path:
+        doc = doc[k]
+    return doc
+
+
+def _set(doc: Any, path: tuple, value: Any) -> None:
+    _get(doc, path[:-1])[path[-1]] = value
+
+
+@st.composite
+def deep_json(draw: Any, doc: Any) -> str:
+    """`doc` as JSON text with one value (or the whole document) nested 50..5,000 levels deep."""
+    doc = json.loads(json.dumps(doc))
+    n = draw(st.sampled_from([50, 65, 200, 1_000, 1_500, 5_000]))
+    path = draw(st.sampled_from(_paths(doc)))
+    inner = json.dumps(_get(doc, path) if path else 1)
+    deep = "[" * n + inner + "]" * n if draw(st.booleans()) else '{"a":' * n + inner + "}" * n
+    if not path:
+        return deep
+    sentinel = _SENTINEL % 0
+    _set(doc, path, sentinel)
+    return dumps_with(doc, {sentinel: deep})
+
+
+@st.composite
+def markup_json(draw: Any, doc: Any) -> Any:
+    """`doc` with Rich markup put into every string field (replacing, prefixing or suffixing it)."""
+    doc = json.loads(json.dumps(doc))
+    for path in _leaves(doc, (str,)):
+        m, v = draw(MARKUP), _get(doc, path)
+        _set(doc, path, draw(st.sampled_from([m, m + v, v + m, v + " " + m + " " + v])))
+    return doc
+
+
+@st.composite
+def non_finite_json(draw: Any, doc: Any) -> str:
+    """`doc` as JSON text with NaN, Infinity, -Infinity or 1e999 in every numeric field (or in one of them)."""
+    doc = json.loads(json.dumps(doc))
+    paths = _leaves(doc, (int, float))
+    if paths and draw(st.booleans()):
+        paths = [draw(st.sampled_from(paths))]
+    raw = {}
+    for i, path in enumerate(paths):
+        sentinel = _SENTINEL % i
+        raw[sentinel] = draw(st.sampled_from(NON_FINITE))
+        _set(doc, path, sentinel)
+    return dumps_with(doc, raw)
+
+
+def hostile_json(doc: Any, max_mutations: int = 3) -> Any:
+    """JSON text of `doc` under one of the mutations above."""
+    return st.one_of(
+        mutated_json(doc, max_mutations).map(json.dumps),
+        deep_json(doc),
+        markup_json(doc).map(json.dumps),
+        non_finite_json(doc),
+    )
 
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -186,14 +272,47 @@ def zip_folder(folder: Path) -> bytes:
 PARTS = bundle_parts()
 
 
+def _jsonl_with(draw: Any, rows: list[Any], line: Any) -> bytes:
+    """JSON lines of `rows` with one line replaced by the text `line` draws (a deep or non-finite row)."""
+    i = draw(st.integers(0, len(rows) - 1))
+    return "".join((draw(line(r)) if k == i else json.dumps(r)) + "\n" for k, r in enumerate(rows)).encode()
+
+
 @st.composite
 def hostile_bundle(draw):
-    """A valid bundle with one part mutated: manifest, events, transcript, a screenshot, raw event bytes, or the zip."""
+    """A valid bundle with one part mutated: manifest, events, transcript, a screenshot, raw event bytes, the zip;
+    deep nesting, non-finite numbers or markup in a JSON part; markup in its file names. Returns (parts, raw
+    overrides, where, the bundle's file or folder name)."""
     parts = json.loads(json.dumps({k: v for k, v in PARTS.items() if k != "shots"}))
     parts["shots"] = dict(PARTS["shots"])
     raw: dict[str, bytes] = {}
-    where = draw(st.sampled_from(["manifest", "events", "transcript", "shot", "events_bytes", "zip"]))
-    if where == "manifest":
+    name = draw(st.one_of(st.just("bundle"), MARKUP.map(lambda m: f"b {m.replace('/', '_')} x")))
+    where = draw(st.sampled_from(["manifest", "events", "transcript", "shot", "events_bytes", "zip", "deep",
+                                  "non_finite", "markup", "names"]))  # fmt: skip
+    if where in ("deep", "non_finite"):
+        sweep = deep_json if where == "deep" else non_finite_json
+        part = draw(st.sampled_from(["manifest.json", "events.jsonl", "transcript.jsonl"]))
+        if part == "manifest.json":
+            raw[part] = draw(sweep(parts["manifest"])).encode()
+        else:
+            raw[part] = _jsonl_with(draw, parts[part.removesuffix(".jsonl")], sweep)
+    elif where == "markup":
+        part = draw(st.sampled_from(["manifest", "events", "transcript"]))
+        keep = {k: parts["manifest"][k] for k in ("format", "events", "transcript", "screenshots")}
+        parts[part] = draw(markup_json(parts[part]))
+        if part == "manifest" and draw(st.booleans()):  # free text only: the files stay where they are
+            parts["manifest"].update(keep)
+    elif where == "names":  # markup in the file names the manifest points to (and that exist)
+        m = parts["manifest"]
+        for shot in m["screenshots"]:
+            new = f"screenshots/{draw(MARKUP).replace('/', '_')}{shot['file'][-8:]}"
+            parts["shots"][new] = parts["shots"].pop(shot["file"])
+            shot["file"] = new
+        if draw(st.booleans()):
+            ev = f"{draw(MARKUP).replace('/', '_')}.jsonl"
+            raw[ev] = "".join(json.dumps(e) + "\n" for e in parts["events"]).encode()
+            m["events"] = ev
+    elif where == "manifest":
         parts["manifest"] = draw(mutated_json(parts["manifest"]))
     elif where == "events":
         parts["events"] = draw(mutated_json(parts["events"]))
@@ -203,7 +322,7 @@ def hostile_bundle(draw):
         raw["screenshots/0001.png"] = draw(mutated_bytes(PARTS["shots"]["screenshots/0001.png"]))
     elif where == "events_bytes":
         raw["events.jsonl"] = draw(mutated_bytes("".join(json.dumps(e) + "\n" for e in PARTS["events"]).encode()))
-    return parts, raw, where
+    return parts, raw, where, name
 
 
 # --------------------------------------------------------------------------------------------- targets
@@ -232,13 +351,31 @@ def target_action(s: str) -> None:
     OUTCOMES["action", "parsed"] += 1
 
 
-def _check_quarantine(items: list[Any], what: str) -> None:
+def print_like_the_cli(name: str, items: list[Any]) -> str:
+    """Print quarantine records the way the ingest commands do (a line each, and a table): a MarkupError from
+    input-derived text is a crash."""
+    from rich.console import Console
+
+    from core.console import data_table, esc
+
+    c = Console(file=io.StringIO(), width=200, emoji=False, color_system=None, highlight=False)
+    try:
+        for q in items:
+            c.print(f"  [yellow]quarantined[/] {esc(q.locator or name)}: {esc(q.error_type)}: {esc(q.error)}")
+        c.print(data_table(["bundle", "problems"], [[name, "\n".join(q.error for q in items) or "none"]]))
+    except Exception as e:
+        raise Crash(f"printing the outcome of {name[:80]!r} raised {type(e).__name__}: {str(e)[:300]}") from e
+    return c.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _check_quarantine(items: list[Any], what: str, name: str = "input") -> None:
     for q in items:
         if not q.error_type or not q.error:
             raise Crash(f"{what}: quarantine record without a reason: {q}")
         if q.error_type == "internal_error":
             raise Crash(f"{what}: unforeseen exception inside the reader: {q.error}")
         OUTCOMES[what, q.error_type] += 1
+    print_like_the_cli(name, items)
 
 
 def target_rollout_block(data: bytes) -> tuple[int, int]:
@@ -282,23 +419,29 @@ def target_annotation(data: bytes, workdir: Path) -> tuple[int, int]:
 
 
 def target_bundle(
-    lake: Any, parts: dict[str, Any], raw: dict[str, bytes] | None, as_zip: bytes | None, workdir: Path
+    lake: Any,
+    parts: dict[str, Any],
+    raw: dict[str, bytes] | None,
+    as_zip: bytes | None,
+    workdir: Path,
+    name: str = "bundle",
 ) -> str:
-    """process_input on a hostile bundle folder (or zip bytes): an episode or quarantine, never an exception."""
+    """process_input on a hostile bundle folder (or zip bytes) called `name`: an episode or quarantine, never an
+    exception, and its outcome prints."""
     from ingest.think_aloud import IngestOptions, process_input
 
     d = Path(tempfile.mkdtemp(dir=workdir))
     try:
         if as_zip is not None:
-            path = d / "bundle.zip"
+            path = d / f"{name}.zip"
             path.write_bytes(as_zip)
         else:
-            path = write_parts(d / "bundle", parts, raw)
+            path = write_parts(d / name, parts, raw)
         try:
             o = process_input(path, lake, round=0, opts=IngestOptions(salt="fuzz"))
         except Exception as e:
             raise Crash(f"process_input raised {type(e).__name__}: {str(e)[:300]}") from e
-        _check_quarantine(o.quarantined, "think-aloud")
+        _check_quarantine(o.quarantined, "think-aloud", path.name)
         if not o.episodes and not o.quarantined and not o.timings.get("skipped"):
             raise Crash("think-aloud: neither an episode nor a quarantine record")
         OUTCOMES["think-aloud", "episode"] += len(o.episodes)

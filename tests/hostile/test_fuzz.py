@@ -33,7 +33,7 @@ def test_action_parser_reads_or_refuses(s: str) -> None:
 
 
 @ci(300)
-@given(st.lists(st.one_of(ft.mutated_json(ft.rollout_line()).map(json.dumps), st.just(json.dumps(ft.rollout_line()))), min_size=1, max_size=6)
+@given(st.lists(st.one_of(ft.hostile_json(ft.rollout_line()), st.just(json.dumps(ft.rollout_line()))), min_size=1, max_size=6)
        .map(lambda ls: "\n".join(ls).encode()).flatmap(lambda b: st.one_of(st.just(b), ft.mutated_bytes(b))))  # fmt: skip
 def test_rollout_reader_quarantines_what_it_cannot_read(data: bytes) -> None:
     ft.target_rollout_block(data)
@@ -41,8 +41,8 @@ def test_rollout_reader_quarantines_what_it_cannot_read(data: bytes) -> None:
 
 @ci(300)
 @given(
-    ft.mutated_json(ft.annotation_doc())
-    .map(lambda d: json.dumps(d).encode())
+    ft.hostile_json(ft.annotation_doc())
+    .map(lambda d: d.encode())
     .flatmap(lambda b: st.one_of(st.just(b), ft.mutated_bytes(b, 2)))
 )
 def test_annotation_reader_quarantines_what_it_cannot_read(
@@ -65,13 +65,13 @@ hostile_bundle = ft.hostile_bundle
 @ci(250)
 @given(hostile_bundle(), st.data())
 def test_bundle_reader_lands_or_quarantines(fuzz_lake, tmp_path_factory: pytest.TempPathFactory, case, data) -> None:
-    parts, raw, where = case
+    parts, raw, where, name = case
     work = tmp_path_factory.mktemp("b")
     as_zip = None
     if where == "zip":
         good = ft.zip_folder(ft.write_parts(work / "src", parts))
         as_zip = data.draw(ft.mutated_bytes(good, 3))
-    ft.target_bundle(fuzz_lake, parts, raw, as_zip, work)
+    ft.target_bundle(fuzz_lake, parts, raw, as_zip, work, name)
 
 
 def test_the_valid_seeds_are_valid(fuzz_lake, tmp_path: Path) -> None:

@@ -59,10 +59,32 @@ def test_only_reads_get_through(sql_lake, tmp_path: Path) -> None:
     assert sql_lake.count("episodes") == 20  # nothing was changed
 
 
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("PRAGMA table_info('episodes')", "PRAGMA statements are refused"),
+        ("/* hi */ pragma show_tables", "PRAGMA statements are refused"),
+        ("EXPLAIN (FORMAT JSON) SELECT 1", "EXPLAIN with options"),
+    ],
+)
+def test_pragma_and_explain_options_refused_in_one_line(sql_lake, query: str, says: str) -> None:
+    with pytest.raises(LakeError) as e:
+        run_query(sql_lake, query)
+    assert says in str(e.value) and "\n" not in str(e.value) and "Parser Error" not in str(e.value), str(e.value)
+
+
+def test_shell_refuses_a_pragma_after_a_select() -> None:
+    from storage.query import check_read_only
+
+    with pytest.raises(LakeError, match="PRAGMA statements are refused"):
+        check_read_only("SELECT 1; PRAGMA version;", single=False)
+
+
 def test_reads_still_work(sql_lake) -> None:
     for q in ("SELECT count(*) AS n FROM episodes", "FROM episodes SELECT round LIMIT 1", "DESCRIBE episodes",
               "SUMMARIZE rounds", "EXPLAIN SELECT 1", "WITH a AS (SELECT 1 AS x) SELECT * FROM a;",
-              "SELECT action_type, count(*) FROM steps GROUP BY ALL", "SELECT column_name FROM lake_columns LIMIT 1"):  # fmt: skip
+              "SELECT action_type, count(*) FROM steps GROUP BY ALL", "SELECT column_name FROM lake_columns LIMIT 1",
+              "SELECT 'PRAGMA x' AS s", "SELECT 1 AS pragma"):  # fmt: skip
         assert run_query(sql_lake, q).num_rows >= 1, q
 
 

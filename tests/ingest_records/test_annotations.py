@@ -99,6 +99,12 @@ def _bad_episode(case: str) -> dict:
         del ep["steps"][2]["decision"]
     elif case == "wrong_type":
         ep["difficulty"] = "hard"
+    elif case == "nan_time":
+        ep["steps"][0]["t_start"] = float("nan")
+    elif case == "infinite_score":
+        ep["steps"][0]["proposals"][0]["score"] = float("inf")
+    elif case == "huge_number":  # 1e999 parses as infinity
+        ep["steps"][1]["t_end"] = float("-inf")
     elif case == "accepted_without_index":
         del ep["steps"][0]["accepted_index"]
     return doc
@@ -115,6 +121,9 @@ def _bad_episode(case: str) -> dict:
         ("missing_field", "missing_field"),
         ("wrong_type", "wrong_type"),
         ("accepted_without_index", "missing_field"),
+        ("nan_time", "non_finite_number"),
+        ("infinite_score", "non_finite_number"),
+        ("huge_number", "non_finite_number"),
     ],
 )
 def test_a_bad_episode_is_quarantined_and_the_rest_of_the_session_lands(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.archives import Limits
 from ingest.think_aloud import IngestOptions, ingest_paths
 from tests.ingest_think_aloud import scripted
 
@@ -196,7 +197,7 @@ def test_broken_bundles_are_quarantined_each_with_its_reason(lake, text_bundle_d
     good_zip = scripted.build(tmp_path / "good2", session_id="ta-good-2", archive="tar.gz", speech=False)
     shutil.copy(good_zip, land / "1-good2.tar.gz")
 
-    opts = IngestOptions(max_bundle_bytes=LIMIT)
+    opts = IngestOptions(limits=Limits.from_settings(max_bundle_bytes=LIMIT))
     res = ingest_paths(lake, [land], round=3, opts=opts)
     assert res.episodes_added == 2 and res.sessions_added == 2
     q = {Path(r["landed_uri"]).name: r for r in lake.read("quarantine").to_pylist()}

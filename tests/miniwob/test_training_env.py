@@ -119,11 +119,10 @@ def test_flywheel_demo_on_miniwob_runs_every_stage(tmp_path, prefect_harness) ->
     rows = sorted(lake.read("rounds").to_pylist(), key=lambda x: x["round"])
     assert [x["round"] for x in rows] == [0, 1]
     for x in rows:
-        assert set(json.loads(x["stage_status"])) >= ({"ingest"} if x["round"] == 0 else {"sample"}) | {
-            "route",
-            "train",
-            "eval",
-        }
+        stages = {"intake", "route", "sft", "evaluate", "summary"} | (
+            {"sample", "annotate", "rl"} if x["round"] else set()
+        )
+        assert set(json.loads(x["stage_status"])) == stages
         bd = json.loads(x["breakdown"])
         assert set(bd["eval"]["by_family"]) == set(TASKS) and x["eval_n"] == 2 * len(TASKS)
         assert bd["env"]["name"] == "miniwob" and bd["env"]["net_attempts"] == 0  # nothing left 127.0.0.1

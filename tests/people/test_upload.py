@@ -130,7 +130,7 @@ def test_bad_bundles_are_refused_with_the_reason(tmp_path: Path) -> None:
     assert _codes(folder("missing", {"manifest.json": json.dumps({**man, "audio": "nope.wav"}).encode()})) == [
         "audio_missing"
     ]
-    assert _codes(good, limits=Limits(max_bundle_bytes=1000)) == ["too_large"]
+    assert _codes(good, limits=Limits.from_settings(max_bundle_bytes=1000)) == ["too_large"]
     (tmp_path / "notes.txt").write_text("hi")
     assert _codes(tmp_path / "notes.txt") == ["not_a_bundle"]
 

@@ -8,10 +8,8 @@ import time
 from pathlib import Path
 
 TINY_ROUND = {
-    "expert_tasks": 24,
-    "novice_tasks": 6,
-    "interactive_tasks": 2,
-    "think_aloud": 0,
+    "people": "scripted",  # the annotate stage plays the sandbox's scripted annotator (real work to kill it in)
+    "annotate_tasks": 3,
     "eval_per_cell": 1,
     "flywheel": {
         "model": {
@@ -41,8 +39,8 @@ TINY_ROUND = {
 }
 
 
-def write_config(path: Path, **flywheel: object) -> Path:
-    cfg = {**TINY_ROUND, "flywheel": {**TINY_ROUND["flywheel"], **flywheel}}
+def write_config(path: Path, top: dict | None = None, **flywheel: object) -> Path:
+    cfg = {**TINY_ROUND, **(top or {}), "flywheel": {**TINY_ROUND["flywheel"], **flywheel}}
     path.write_text(json.dumps(cfg))
     return path
 
@@ -67,15 +65,30 @@ def write_landing(lake, landing: Path, n_expert: int = 24, n_novice: int = 6, n_
     return landing
 
 
-def setup_round(tmp: Path, name: str) -> tuple[Path, Path, Path]:
+#: The MiniWoB++ tasks of the round tests: two whose pages behave the same on every run.
+MINIWOB_TASKS = ("click-button", "click-link")
+
+
+def write_miniwob_landing(lake, landing: Path) -> Path:
+    """Round 0's upload files played by MiniWoB++'s scripted demonstrators in a browser pool (the demo's cold start,
+    smaller)."""
+    from training.demo import ColdStart, write_cold_start
+    from training.envs import env_backend
+
+    write_cold_start(lake, landing, env_backend("miniwob", MINIWOB_TASKS), ColdStart(8, 2, 2, 0))
+    return landing
+
+
+def setup_round(tmp: Path, name: str, env: str = "sandbox") -> tuple[Path, Path, Path]:
     """A lake, a landing area with demonstrator data (deterministic: the same files for every lake) and a tiny
-    config."""
+    config (for `env`: the sandbox, or two MiniWoB++ tasks in headless Chromium)."""
     from storage import Lake
 
-    lake, landing, cfg = tmp / f"{name}-lake", tmp / f"{name}-landing", tmp / "round.json"
-    write_landing(Lake.open(lake, create=True), landing)
+    lake, landing, cfg = tmp / f"{name}-lake", tmp / f"{name}-landing", tmp / f"round-{env}.json"
+    (write_landing if env == "sandbox" else write_miniwob_landing)(Lake.open(lake, create=True), landing)
     if not cfg.exists():
-        write_config(cfg, ct_every=1)
+        extra = {"env": "miniwob", "env_tasks": list(MINIWOB_TASKS), "eval_per_cell": 2} if env == "miniwob" else {}
+        write_config(cfg, extra, ct_every=1)
     return lake, landing, cfg
 
 

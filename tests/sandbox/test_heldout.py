@@ -28,7 +28,7 @@ def test_training_generation_skips_a_heldout_seed_it_draws() -> None:
     """Force a collision: with the held-out seeds injected into the draw, none comes out."""
     import random
 
-    from sandbox import tasks as T
+    from sandbox import heldout as T
 
     k = sorted(heldout_keys())[0]
     orig = random.Random.randrange

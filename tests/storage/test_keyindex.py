@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
@@ -18,7 +20,7 @@ def _sidecars(lake, table: str = "episodes") -> list[str]:
     return lake.objects.list(f"{keyindex.INDEX_ROOT}/{table}/")
 
 
-def test_key_hashes_are_the_hex_itself_or_blake2b_per_key() -> None:
+def test_key_hashes_are_the_hex_itself_or_md5_per_key() -> None:
     hexkeys = pa.array(["0123456789abcdef" * 2, "f" * 32])
     words = key_hashes(hexkeys)
     assert words[0, 0] == int.from_bytes(bytes.fromhex("0123456789abcdef"), "little")
@@ -30,6 +32,14 @@ def test_key_hashes_are_the_hex_itself_or_blake2b_per_key() -> None:
     )  # a key's words never depend on its batch
     assert len({tuple(r) for r in a}) == 4
     assert (key_hashes(other) == a).all()
+    for key, row in zip(other.to_pylist(), a, strict=True):  # the vectorised hash is MD5 of the key's UTF-8 bytes
+        assert row.astype("<u8").tobytes() == hashlib.md5(key.encode()).digest()
+    upper = key_hashes(pa.array(["F" * 32, "0123456789ABCDEF" * 2]))  # a whole batch of upper-case hex: hashed too
+    assert upper[0].astype("<u8").tobytes() == hashlib.md5(b"F" * 32).digest() and (upper[0] != words[1]).any()
+    odd = pa.array(["a\x00b", "\x1f", "é" * 3])  # NUL, the key separator, non-ASCII
+    assert [r.astype("<u8").tobytes() for r in key_hashes(odd)] == [
+        hashlib.md5(k.encode()).digest() for k in odd.to_pylist()
+    ]
 
 
 @settings(max_examples=60, deadline=None)
@@ -47,6 +57,42 @@ def test_contains_is_exact_membership(
     runs = [sort_words(arr[i::n_runs]) for i in range(n_runs)]
     q = np.array(queries, dtype=np.uint64).reshape(-1, 2)
     assert contains(runs, q).tolist() == [t in set(stored) for t in queries]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 16**16 - 1),
+    st.lists(st.integers(0, 2**64 - 1), max_size=300),
+    st.lists(st.integers(0, 2**64 - 1), max_size=100),
+    st.sampled_from([1, 3, 1024]),
+    st.integers(1, 3),
+)
+def test_contains_agrees_with_a_set_for_keys_sharing_a_prefix(
+    prefix: int, stored: list[int], other: list[int], tie_run: int, n_runs: int
+) -> None:
+    """Adversarial ids: 32 hex digits whose first 16 are the same (sequential or time-ordered ids), so every key
+    has one high word. tie_run moves the cut between the two ways ties are searched (one search per long range,
+    bisection of short ones), so both are exercised at these sizes."""
+    ids = [f"{prefix:016x}{v:016x}" for v in stored]
+    queries = ids[::2] + [f"{prefix:016x}{v:016x}" for v in other] + [f"{prefix ^ 1:016x}{v:016x}" for v in other[:9]]
+    words = key_hashes(pa.array(ids, pa.string())) if ids else np.zeros((0, 2), np.uint64)
+    runs = [sort_words(words[i::n_runs]) for i in range(n_runs)]
+    q = key_hashes(pa.array(queries, pa.string()))
+    saved, keyindex.TIE_RUN = keyindex.TIE_RUN, tie_run
+    try:
+        got = contains(runs, q)
+    finally:
+        keyindex.TIE_RUN = saved
+    assert got.tolist() == [k in set(ids) for k in queries]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=60), st.integers(0, 40))
+def test_sort_words_orders_rows_by_high_then_low_word(rows: list[tuple[int, int]], n_tied: int) -> None:
+    """Few ties take the tie-fixing path, many (a shared high word) the lexsort: both give Python's order."""
+    rows = rows + [(7, v) for _, v in rows[:n_tied]]
+    got = sort_words(np.array(rows, dtype=np.uint64).reshape(-1, 2))
+    assert [tuple(map(int, r)) for r in got] == sorted(rows)
 
 
 def test_append_writes_sidecars_and_rebuilds_a_lost_or_torn_one(any_lake) -> None:
@@ -92,6 +138,18 @@ def test_maintain_drops_the_sidecars_of_compacted_files(lake) -> None:
     assert _sidecars(lake) == []
     assert lake.append("episodes", episodes(31)) == 1  # the lookup builds the compacted file's sidecar
     assert len(_sidecars(lake)) == 2
+    assert check_lake(lake, media=False).ok
+
+
+def test_maintain_drops_the_sidecars_of_the_retired_blake2b_index(lake) -> None:
+    """Version 1 primary-key indexes (`key-<columns>`, BLAKE2b) are never read again: maintain removes them."""
+    lake.append("episodes", episodes(10))
+    live = _sidecars(lake)
+    old = live[0].replace(f"/{keyindex.KEY_INDEX_PREFIX}", "/key-")
+    lake.objects.put_bytes(old, b"a version 1 sidecar")
+    rep = maintain(lake, retain_hours=0, compact=False)
+    assert next(t for t in rep.tables if t.table == "episodes").index_files_removed == 1
+    assert _sidecars(lake) == live
     assert check_lake(lake, media=False).ok
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from training.demo import focus_split
+from flows.stages import focus_split
 
 
 class Rounds:
@@ -21,11 +21,11 @@ class Rounds:
             if rates is not None
             else {}
         )
-        self.table = pa.table({"round": [round], "breakdown": [json.dumps(bd)]})
+        self.table = pa.table({"round": pa.array([round], pa.int32()), "breakdown": [json.dumps(bd)]})
 
-    def read(self, name: str) -> pa.Table:
+    def read(self, name: str, columns: list[str] | None = None, filter=None) -> pa.Table:
         assert name == "rounds"
-        return self.table
+        return self.table if filter is None else self.table.filter(filter)
 
 
 def test_weak_levels_get_more_tasks_and_every_level_keeps_a_floor() -> None:

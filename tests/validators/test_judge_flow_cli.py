@@ -143,3 +143,16 @@ def test_cli_route_and_simulate(lake):
     assert lines[0].startswith("round,attempts,true_pass_share") and len(lines) == 3
     r = CliRunner().invoke(app, ["simulate", "--rounds", "2", "--pass-shares", "0.3"])
     assert r.exit_code != 0
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 6])
+def test_simulate_default_shares_follow_rounds(rounds):
+    """Without --pass-shares any --rounds runs (the default curve has four points)."""
+    from flywheel.cli import app
+
+    r = CliRunner().invoke(app, ["simulate", "--rounds", str(rounds), "--attempts", "60", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    shares = [row["true_pass_share"] for row in rows]
+    assert len(rows) == rounds and shares == sorted(shares) and shares[0] == 0.3
+    assert shares[-1] == (0.3 if rounds == 1 else 0.7)

@@ -17,7 +17,8 @@ from storage import Lake
 from tests.validators.factory import make_episode, store_png, with_step
 from validators.quality import DataQualityError
 from validators.rewards import make_reward, policy_reward
-from validators.routing import RoutingError, route_round, summarize, update_round
+from validators.rounds import update_round
+from validators.routing import RoutingError, route_round, summarize
 from validators.simulate import simulate
 
 

@@ -1,0 +1,227 @@
+"""The round configuration: what one flywheel round does and how large each part is, a frozen dataclass (TRL style)
+recorded with every round, loadable from JSON or TOML.
+
+`round_config(env, tasks, quick, people)` builds the configurations the project ships: the sandbox or MiniWoB++
+(`env`), full or smoke-test sizes (`quick`), and who annotates (`people`): "humans" publishes the round's tasks for
+people to annotate on the newest model's proposals (their sessions land through a later intake), "scripted" lets the
+environment backend's scripted annotator play them within the round, as the demo does. `flywheel demo` is exactly
+`round_config(..., people="scripted")` after a cold start, so the round shown to learn is the round that is scheduled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from training.base import BASE_ARCH, BASE_MODEL, BASE_PROMPT
+from training.config import CTConfig, EvalConfig, OptimConfig, RLConfig, SamplingConfig, SFTConfig
+from training.pipeline import FlywheelConfig
+
+PEOPLE = ("humans", "scripted")
+
+
+def tuned_flywheel() -> FlywheelConfig:
+    """The training sizes measured to learn on 2 CPU cores from the shipped base (docs/training.md)."""
+    return FlywheelConfig(
+        # The shipped base (training/base.py, models/sandbox-base): this architecture, pretrained on grounding and
+        # copying only. From scratch the cold start reached 8.6% held-out and the rounds did not move it; the model
+        # wrote the right element and then coordinates it memorised (docs/training.md).
+        model=replace(BASE_ARCH, pretrained=str(BASE_MODEL)),
+        # The current screen plus the last two actions: the sandbox's screens show the state (focus, values, ticks,
+        # open menus), so older screens only cost tokens. The thought is the target's screen line (the format the
+        # base was pretrained to write), the instruction's `Field 'value'` span for typing, or the screen line an
+        # answer is read from.
+        prompt=BASE_PROMPT,
+        cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16="auto")),
+        sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto")),
+        ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16="auto")),
+        rl=RLConfig(iterations=1, tasks_per_iter=16, group_size=4, value_pretrain_steps=5, minibatch_size=32, ppo_epochs=1),
+        sampling=SamplingConfig(tasks=96, attempts=2, max_new_tokens=40),
+        eval=EvalConfig(max_new_tokens=40),
+        max_new_tokens=40,
+        ct_every=2,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """One flywheel round (flows/stages.py): sample -> annotate -> intake -> route -> CT -> SFT -> RL -> evaluate
+    -> summary, in the environment backend `env`."""
+
+    seed: int = 0
+    env: str = "sandbox"  # the environment backend: sandbox | miniwob (training/envs.py)
+    env_tasks: tuple[str, ...] | None = None  # MiniWoB++ task names (None: every task with a demonstrator)
+    people: str = "humans"  # humans: publish the annotation tasks; scripted: the backend's annotator plays them
+    #: Tasks annotated on the newest checkpoint's proposals each round r >= 1 (0: no annotation stage).
+    annotate_tasks: int = 480
+    #: Annotation effort follows the model's failures: the round's tasks are split over the backend's groups (the
+    #: sandbox's levels, MiniWoB++'s tasks) in proportion to the previous round's held-out failure rate in each (at
+    #: least `focus_floor` of the even share each).
+    annotate_focus: bool = True
+    focus_floor: float = 0.25
+    eval_per_cell: int | None = None  # held-out tasks per (family, level); None: all of them
+    flywheel: FlywheelConfig = field(default_factory=tuned_flywheel)
+
+    def __post_init__(self) -> None:
+        if self.people not in PEOPLE:
+            raise ValueError(f"people must be one of {', '.join(PEOPLE)}, not {self.people!r}")
+
+    @property
+    def backend(self):  # noqa: ANN201 - training.envs.EnvBackend, shared within the process
+        from training.envs import env_backend
+
+        return env_backend(self.env, self.env_tasks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def quick(cfg: RoundConfig) -> RoundConfig:
+    """Smoke-test sizes (a minute or two a round): every stage runs, nothing is expected to learn."""
+    f = cfg.flywheel
+    return replace(
+        cfg, eval_per_cell=1, annotate_tasks=4,
+        flywheel=replace(
+            f, model=replace(f.model, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2, pretrained=None),
+            # The smoke run's model is fresh and tiny (not the base): it needs the higher learning rate to write
+            # readable actions within a short cold start (the MiniWoB++ smoke test needs it to act in the browser).
+            cold_sft=replace(f.cold_sft, steps=8, batch_size=8, optim=replace(f.cold_sft.optim, lr=3e-3, warmup_steps=20)),
+            sft=replace(f.sft, steps=4, epochs=None, batch_size=8),
+            ct=replace(f.ct, steps=2, batch_size=4), rl=replace(f.rl, tasks_per_iter=4, group_size=2, value_pretrain_steps=2),
+            sampling=replace(f.sampling, tasks=7, attempts=2, max_new_tokens=40), eval=replace(f.eval, max_new_tokens=40),
+            max_new_tokens=40,
+        ),
+    )  # fmt: skip
+
+
+def round_config(
+    env: str = "sandbox",
+    tasks: typing.Sequence[str] | None = None,
+    quick_sizes: bool = False,
+    people: str = "humans",
+    annotate: int | None = None,
+    precision: str = "auto",
+) -> RoundConfig:
+    """The shipped configuration for `env` (MiniWoB++: its own token budget, grounding rehearsal and annotation
+    size, training/envs_miniwob.py), optionally at smoke-test sizes, with `people` annotating, training in
+    `precision` (auto: whichever this machine runs faster, training/precision.py; bf16; fp32)."""
+    from training.envs import ENVS
+
+    if env not in ENVS:
+        raise ValueError(f"unknown environment {env!r}; expected one of {', '.join(ENVS)}")
+    if tasks and env != "miniwob":
+        raise ValueError("--tasks is for --env miniwob (the sandbox uses every family)")
+    cfg = RoundConfig(people=people)
+    if quick_sizes:
+        cfg = quick(cfg)
+    if env == "miniwob":
+        from training.envs_miniwob import miniwob_config
+
+        cfg = miniwob_config(cfg, tasks, eval_per_task=2 if quick_sizes else None, quick=quick_sizes)
+    if annotate is not None:
+        cfg = replace(cfg, annotate_tasks=annotate)
+    return with_precision(cfg, precision)
+
+
+PRECISIONS = {"auto": "auto", "bf16": True, "fp32": False}
+
+
+def with_precision(cfg: RoundConfig, precision: str) -> RoundConfig:
+    """`cfg` with its CT and SFT jobs training in `precision` (auto | bf16 | fp32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    v, f = PRECISIONS[precision], cfg.flywheel
+    jobs = {k: replace(getattr(f, k), optim=replace(getattr(f, k).optim, bf16=v)) for k in ("cold_sft", "sft", "ct")}
+    return replace(cfg, flywheel=replace(f, **jobs))
+
+
+def config_from_dict(cls: type, data: dict[str, Any] | None, base: Any = None) -> Any:
+    """A (nested, frozen) config dataclass from a dict such as a parsed JSON/TOML file, laid over `base` (default:
+    `cls()`), so a file that sets `[flywheel.sft] steps = 3` keeps every other tuned value. Unknown keys are refused
+    by name, since a typo must not silently fall back to a default."""
+    base = cls() if base is None else base
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown option(s) {', '.join(sorted(unknown))}")
+    kw: dict[str, Any] = {}
+    for k, v in data.items():
+        t, now = hints[k], getattr(base, k)
+        if isinstance(v, dict) and dataclasses.is_dataclass(t):
+            kw[k] = config_from_dict(t, v, now if dataclasses.is_dataclass(now) else None)
+        elif isinstance(v, list):
+            kw[k] = tuple(v)
+        else:
+            kw[k] = v
+    return replace(base, **kw)
+
+
+def load_round_config(path: str | Path | None) -> RoundConfig:
+    """The round configuration: defaults, overridden by a JSON or TOML file (nested sections per config)."""
+    if path is None:
+        return RoundConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config file {p} does not exist")
+    if p.suffix == ".toml":
+        import tomllib
+
+        data = tomllib.loads(p.read_text())
+    else:
+        data = json.loads(p.read_text())
+    return config_from_dict(RoundConfig, data)
+
+
+def recorded_config(lake: Any) -> RoundConfig | None:
+    """The configuration the lake's last round recorded (so `flywheel round run` continues a lake as it was run,
+    a demo lake included), or None when no round recorded one."""
+    from validators.rounds import read_rounds
+
+    for rec in reversed(read_rounds(lake)):
+        if rec.config:
+            return config_from_dict(RoundConfig, rec.config)
+    return None
+
+
+def resolve_landing(lake: Any, landing: str | None = None) -> str:
+    """The landing area: the one given; else the settings' when set explicitly (flywheel.toml or FLYWHEEL_LANDING);
+    else the one the lake's last round recorded (a demo lake's own); else the settings' default."""
+    from core.settings import get_settings
+    from validators.rounds import read_rounds
+
+    if landing:
+        return landing
+    s = get_settings()
+    if "landing" not in s.model_fields_set:
+        for rec in reversed(read_rounds(lake)):
+            if rec.landing:
+                return rec.landing
+    return s.landing
+
+
+def resolve_config(
+    lake: Any,
+    path: str | Path | None = None,
+    env: str | None = None,
+    tasks: typing.Sequence[str] | None = None,
+    people: str | None = None,
+) -> tuple[RoundConfig, str]:
+    """(config, where it came from): a file when given (with `env`/`people` applied on top); else the shipped
+    configuration for `env`/`people` when either is given; else the lake's recorded one; else the defaults."""
+    if path is not None:
+        cfg = load_round_config(path)
+        if env is not None or tasks:
+            cfg = replace(cfg, env=env or cfg.env, env_tasks=tuple(tasks) if tasks else cfg.env_tasks)
+        return (replace(cfg, people=people) if people else cfg), f"file {path}"
+    if env is not None or people is not None or tasks:
+        return round_config(env or "sandbox", tasks, people=people or "humans"), "the shipped configuration"
+    rec = recorded_config(lake)
+    if rec is not None:
+        return rec, "the lake's last round"
+    return RoundConfig(), "the defaults"
