@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     # limits on input JSON (every reader: rollout lines, annotation sessions, bundle manifests and events)
     json_max_depth: int = Field(default=64, ge=1)  # nesting of arrays/objects; the formats need under 10
     json_max_bytes: int = Field(default=256 << 20, ge=1)  # one document or one JSONL line
+    # the workbench (flywheel workbench serve): the key that signs session cookies (a random one per start when
+    # unset, so sessions end with the server) and the largest upload it accepts
+    workbench_secret: SecretStr | None = None
+    workbench_max_upload_mb: float = 512.0
     # routing
     routing_policy: str | None = None  # path to a routing policy file; the bundled default otherwise
 

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "flywheel.commands.rounds",  # round run | status | resume, serve
     "flywheel.commands.people",  # upload, sessions, audit, export
     "flywheel.commands.dashboard",  # dashboard
+    "flywheel.commands.workbench",  # workbench serve | add-user
     "flywheel.commands.ops",  # maintain, check
 )
 

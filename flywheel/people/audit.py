@@ -206,7 +206,15 @@ def record(lake: Lake, path: Path, auditor: str | None = None, now: datetime | N
     with their line number; the other rows are recorded.
     """
     rows, blank, errors = read_sheet(path, auditor)
-    errors = list(errors)
+    added, n, more = record_rows(lake, rows, now)
+    return RecordResult(added, n - added, blank, tuple(errors + more))
+
+
+def record_rows(lake: Lake, rows: list[dict], now: datetime | None = None) -> tuple[int, int, list[str]]:
+    """Append verdict rows ({episode_id, seed, csv_round, auditor, verdict, note, line}) to `audits`; returns
+    (added, valid rows, 'line N: problem' errors). The one writer of audits: the CSV path and the workbench."""
+    errors: list[str] = []
+    round_of: dict[str, int] = {}
     if rows:
         ids = pa.array(sorted({r["episode_id"] for r in rows}), pa.string())
         pile = lake.read("sft", ["episode_id", "round"], filter=pc.field("episode_id").isin(ids)).to_pylist()
@@ -236,7 +244,7 @@ def record(lake: Lake, path: Path, auditor: str | None = None, now: datetime | N
             }
         )
     added = lake.append("audits", out) if out else 0
-    return RecordResult(added, len(out) - added, blank, tuple(errors))
+    return added, len(out), errors
 
 
 # ---------------------------------------------------------------------------------------------------- report

@@ -118,10 +118,31 @@ def _marks(step: dict[str, Any], size: tuple[int, int] | None) -> list[dict[str,
     if not size or step.get("x") is None or step.get("y") is None:
         return []
     w, h = size
-    out = [{"left": round(100 * step["x"] / w, 3), "top": round(100 * step["y"] / h, 3), "end": False}]
+    out = [{"left": round(100 * step["x"] / w, 3), "top": round(100 * step["y"] / h, 3), "end": False,
+            "x": step["x"], "y": step["y"]}]  # fmt: skip
     if step.get("x2") is not None and step.get("y2") is not None:
-        out.append({"left": round(100 * step["x2"] / w, 3), "top": round(100 * step["y2"] / h, 3), "end": True})
+        out.append({"left": round(100 * step["x2"] / w, 3), "top": round(100 * step["y2"] / h, 3), "end": True,
+                    "x": step["x2"], "y": step["y2"]})  # fmt: skip
     return out
+
+
+def episode_steps(lake: Lake, episode: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
+    """An episode's steps as an auditor sees them: each with its screenshot inlined (`img`, a data URI, and its
+    `size`) and the action's point(s) as `marks` (pixels, and percent of the image); returns (steps, screenshots shown, screenshots missing).
+    Shared by the audit sheet and the workbench's audit page."""
+    steps, shown, gone = [], 0, 0
+    for st in episode.get("steps") or []:
+        img, size, noshot = None, None, "(no screenshot)"
+        if st.get("screenshot_uri"):
+            try:
+                data = lake.objects.get_object(st["screenshot_uri"])
+                img, size = _data_uri(data), _size(data)
+                shown += 1
+            except LakeError as e:
+                gone += 1
+                noshot = f"(screenshot unavailable: {e})"
+        steps.append({**st, "img": img, "size": size, "marks": _marks(st, size), "noshot": noshot})
+    return steps, shown, gone
 
 
 def _cell(v: Any) -> str:
@@ -143,18 +164,8 @@ def write_sheet(lake: Lake, s: AuditSample, out_dir: Path) -> Sheet:
     episodes = []
     for eid in ids:
         r = by_id[eid]
-        steps = []
-        for st in r["steps"] or []:
-            img, size, noshot = None, None, "(no screenshot)"
-            if st.get("screenshot_uri"):
-                try:
-                    data = lake.objects.get_object(st["screenshot_uri"])
-                    img, size = _data_uri(data), _size(data)
-                    n_shots += 1
-                except LakeError as e:
-                    missing += 1
-                    noshot = f"(screenshot unavailable: {e})"
-            steps.append({**st, "img": img, "marks": _marks(st, size), "noshot": noshot})
+        steps, shown, gone = episode_steps(lake, r)
+        n_shots, missing = n_shots + shown, missing + gone
         episodes.append({**r, "validators": extra[eid]["validators"], "steps": steps})
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +46,9 @@ def available() -> bool:
 
 
 @contextmanager
-def chromium(width: int = 1440, height: int = 900) -> Iterator[Any]:
-    """A headless Chromium with the flags from STACK.md, a fresh profile, and no network at all."""
+def chromium(width: int = 1440, height: int = 900, flags: Sequence[str] = (), local: bool = False) -> Iterator[Any]:
+    """A headless Chromium with the flags from STACK.md, a fresh profile, and no network at all (with `local`,
+    nothing but 127.0.0.1, for a server under test); `flags` are added (e.g. a fake microphone)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -65,7 +66,8 @@ def chromium(width: int = 1440, height: int = 900) -> Iterator[Any]:
         "--disable-dev-shm-usage",
         f"--user-data-dir={profile}",
         f"--window-size={width},{height}",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--host-resolver-rules=MAP * ~NOTFOUND" + (", EXCLUDE 127.0.0.1" if local else ""),
+        *flags,
     ):  # any external URL would fail, and log an error
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})

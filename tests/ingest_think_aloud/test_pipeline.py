@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
-from rapidfuzz.distance import Levenshtein
 
 from ingest.asr import AsrConfig, load_audio, transcribe
 from ingest.think_aloud import ingest_paths
 from schemas.actions import parse_action
+from tests.helpers.text import wer
 from tests.ingest_think_aloud import scripted
-
-
-def words(s: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", s.lower())
-
-
-def wer(ref: str, hyp: str) -> float:
-    r = words(ref)
-    return Levenshtein.distance(r, words(hyp)) / max(1, len(r))
 
 
 def test_spoken_session_lands_with_accurate_aligned_thoughts(lake, spoken_bundle: Path) -> None:
