@@ -158,7 +158,7 @@ def test_a_round_on_s3_never_puts_credentials_in_its_artifact_runs_or_dashboard(
     Prefect holds, nor the dashboard page."""
     from core.settings import reset_settings_cache
     from flows.round import flywheel_round
-    from flows.stages import load_round_config
+    from flows.config import load_round_config
     from storage import Lake
     from tests.rounds.helpers import write_config, write_landing
 
