@@ -4,7 +4,8 @@ bfloat16 autocast is about 2x faster on CPUs with AVX512-BF16 or AMX and slower 
 measured 11,711 tokens/s with it against 14,512 without). `OptimConfig.bf16 = "auto"` times a few forward and
 backward passes of the model being trained in both precisions, on a batch of the shape training uses, and picks
 bf16 only when it is at least `MARGIN` faster. The choice is cached per machine (CPU model, core count, torch
-version, model size and batch shape) in `~/.cache/flywheel/precision.json`, so it costs a few seconds once.
+version, model size and batch shape) in `~/.cache/flywheel/precision.json`, so it costs a few seconds once; a
+measurement taken while the machine was overloaded (load above its cores) is used but not cached.
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ def measure(model: torch.nn.Module, batch: int = 16, seq: int = 128, steps: int 
     return Choice(bf16 < MARGIN * fp32, tokens / fp32, tokens / bf16, "measured")
 
 
+def _quiet_machine() -> bool:
+    """Whether the last minute's load leaves this process the cores it measured with (only then is it cached)."""
+    try:
+        return os.getloadavg()[0] <= (os.cpu_count() or 1)
+    except OSError:
+        return False
+
+
 def choose(setting: bool | str, model: torch.nn.Module, batch: int = 16, seq: int = 128, device: str = "cpu") -> Choice:
     """The precision for `setting` (True, False, or "auto": measured once per machine and model shape, cached)."""
     if setting != "auto":
@@ -107,6 +116,7 @@ def choose(setting: bool | str, model: torch.nn.Module, batch: int = 16, seq: in
             got = Choice(bool(cached["bf16"]), cached.get("fp32_tok_s"), cached.get("bf16_tok_s"), "cache")
         else:
             got = measure(model, batch, seq, device=device)
+        if not cached and _quiet_machine():  # a measurement on a busy machine is kept for this process only
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 try:

@@ -31,6 +31,7 @@ def test_a_fixed_setting_is_used_as_is_without_measuring(monkeypatch) -> None:
 def test_auto_measures_once_then_reads_the_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("FLYWHEEL_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(P, "_MEMO", {})
+    monkeypatch.setattr(P, "_quiet_machine", lambda: True)
     model = _tiny_model()
     first = P.choose("auto", model, batch=2, seq=8)
     assert first.source == "measured" and first.fp32_tok_s > 0 and first.bf16_tok_s > 0
@@ -41,6 +42,14 @@ def test_auto_measures_once_then_reads_the_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(P, "measure", lambda *a, **k: pytest.fail("measured again"))
     again = P.choose("auto", model, batch=2, seq=8)
     assert again.source == "cache" and again.bf16 == first.bf16
+
+
+def test_a_measurement_on_a_busy_machine_is_not_cached(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FLYWHEEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(P, "_MEMO", {})
+    monkeypatch.setattr(P, "_quiet_machine", lambda: False)
+    assert P.choose("auto", _tiny_model(), batch=2, seq=8).source == "measured"
+    assert not (tmp_path / "precision.json").exists()
 
 
 def test_measuring_leaves_the_weights_as_they_were() -> None:
