@@ -157,8 +157,8 @@ def test_a_round_on_s3_never_puts_credentials_in_its_artifact_runs_or_dashboard(
     round that fails because the endpoint died: the secret is in neither the round's artifact nor anything else
     Prefect holds, nor the dashboard page."""
     from core.settings import reset_settings_cache
-    from flows.round import flywheel_round
     from flows.config import load_round_config
+    from flows.round import flywheel_round
     from storage import Lake
     from tests.rounds.helpers import write_config, write_landing
 
