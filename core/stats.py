@@ -30,3 +30,17 @@ def wilson(k: Any, n: Any, alpha: float = 0.05) -> tuple[Any, Any]:
     empty = n == 0
     lo, hi = proportion_confint(k, np.where(empty, 1, n), alpha=alpha, method="wilson")
     return np.where(empty, 0.0, lo), np.where(empty, 1.0, hi)
+
+
+def paired_test(a: Any, b: Any) -> dict[str, float]:
+    """Exact McNemar test of two arms' pass/fail on the same tasks (a[i], b[i]: task i's outcomes): the two-sided
+    p-value and the discordant counts (b_only: b passed where a failed)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"paired outcomes differ in length: {a.shape} vs {b.shape}")
+    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    table = [[int((a & b).sum()), a_only], [b_only, int((~a & ~b).sum())]]
+    p = 1.0 if a_only + b_only == 0 else float(mcnemar(table, exact=True).pvalue)
+    return {"p": p, "a_only": float(a_only), "b_only": float(b_only), "n": float(len(a))}

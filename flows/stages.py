@@ -265,6 +265,11 @@ def stage_annotate(ctx: RoundContext) -> dict[str, Any]:
     return info
 
 
+def assignments_key(round: int) -> str:
+    """Where in the landing area round `round` publishes its annotation tasks."""
+    return f"assignments/round-{round}.json"
+
+
 def publish_assignments(ctx: RoundContext, checkpoint: str, tasks: list[Any]) -> Path:
     """The round's annotation tasks for people (`flywheel.assignments/1`): which checkpoint proposes, and per task
     its id, instruction, family, level and seed, enough for an annotation tool to rebuild it in the backend."""
@@ -279,12 +284,45 @@ def publish_assignments(ctx: RoundContext, checkpoint: str, tasks: list[Any]) ->
             for t in tasks
         ],
     }  # fmt: skip
-    path = ctx.landing / "assignments" / f"round-{ctx.round}.json"
+    path = ctx.landing / assignments_key(ctx.round)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
     tmp.replace(path)  # atomic: a tool never reads half a file
     return path
+
+
+def assignment_tasks(text: str | None, round: int, where: str) -> list[Any]:
+    """The annotation tasks round `round` published for people (publish_assignments; `text` is the document, None
+    when there is none, `where` names it), rebuilt as sandbox tasks (training.rollout.TaskInfo) for the workbench's
+    remote screen. Raises InputError for a missing or foreign document, another environment, or a task that does
+    not rebuild to the id it was published with."""
+    from core.errors import InputError
+    from sandbox.tasks import make_task
+    from training.envs import task_info
+
+    if text is None:
+        raise InputError("no_assignments", f"round {round} published no annotation tasks", where)
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise InputError("bad_assignments", f"not JSON: {e}", where) from None
+    if not isinstance(doc, dict) or doc.get("format") != ASSIGNMENTS:
+        raise InputError("bad_assignments", f"not a {ASSIGNMENTS} document", where)
+    if doc.get("env") != "sandbox":
+        raise InputError(
+            "wrong_env", f"round {round} runs {doc.get('env')!r}; the workbench's screen is the sandbox", where
+        )
+    out = []
+    for t in doc.get("tasks") or []:
+        try:
+            task = make_task(str(t["family"]), int(t["level"]), int(t["seed"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("bad_assignments", f"task {t!r:.80} does not rebuild: {e}", where) from None
+        if task.task_id != t.get("task_id"):
+            raise InputError("bad_assignments", f"task {t.get('task_id')!r} rebuilds as {task.task_id!r}", where)
+        out.append(task_info(task))
+    return out
 
 
 def stage_intake(ctx: RoundContext) -> dict[str, Any]:
@@ -323,8 +361,13 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
     f = ctx.cfg.flywheel
     base = base_checkpoint(ctx.lake, ctx.round, stage)
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
+    good = None
+    if stage == "rl":
+        from training.envs import known_good
+
+        good = known_good(ctx.backend, ctx.backend.training_tasks(4, 100_000 + ctx.round))
     res, _ = run_training(ctx.lake, ctx.round, stage, base, f, lambda i, loss: ctx.tick(stage, i=i, loss=loss),
-                          sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks)  # fmt: skip
+                          sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks, known_good=good)  # fmt: skip
     row = res.to_row()
     return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "tokens": res.tokens,
             "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],

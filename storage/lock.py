@@ -40,12 +40,9 @@ class Lease:
         return f"{self.what} is running (held by {self.holder} since {since})"
 
 
-def _alive(lease: Lease) -> bool:
-    """A lease is live until it expires, unless its holder was a process on this host that no longer exists
-    (killed with -9): then it is dead at once and the next start need not wait for the lease to run out."""
-    if lease.expires_at <= time.time():
-        return False
-    host, _, pid = lease.holder.rpartition(":")
+def _holder_alive(holder: str) -> bool:
+    """False only for a process of this host ("host:pid") that no longer exists; anything else may be alive."""
+    host, _, pid = holder.rpartition(":")
     if host == socket.gethostname() and pid.isdigit():
         try:
             os.kill(int(pid), 0)
@@ -54,6 +51,12 @@ def _alive(lease: Lease) -> bool:
         except PermissionError:
             return True
     return True
+
+
+def _alive(lease: Lease) -> bool:
+    """A lease is live until it expires, unless its holder was a process on this host that no longer exists
+    (killed with -9): then it is dead at once and the next start need not wait for the lease to run out."""
+    return lease.expires_at > time.time() and _holder_alive(lease.holder)
 
 
 class LakeLock:
@@ -104,14 +107,24 @@ class LakeLock:
             p = Path(uri.key(self.rel))
             tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex}")
             guard = p.with_name(f"{p.name}.takeover")
-            try:  # a takeover guard file serialises concurrent takeovers
+            try:  # a takeover guard file, naming its holder, serialises concurrent swaps
                 fd = os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
-                if time.time() - guard.stat().st_mtime < 30:
+                # a guard left by a process killed inside its swap (kill -9 during a stage-name update) must not
+                # block the takeover that follows: its holder is dead, so it goes at once; any other after 30 s
+                try:
+                    stale = not _holder_alive(guard.read_text()) or time.time() - guard.stat().st_mtime >= 30
+                except FileNotFoundError:
+                    stale = False  # its holder just finished
+                if not stale:
                     return False
                 guard.unlink(missing_ok=True)
-                return False
+                try:
+                    fd = os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    return False
             try:
+                os.write(fd, self.holder.encode())
                 os.close(fd)
                 if not p.exists() or p.read_text() != old_raw:
                     return False

@@ -32,6 +32,10 @@ from training.runs import JobResult, record_run
 STAGE_PILE = {"ct": "ct", "sft": "sft", "rl": "sft"}
 
 
+#: How much of a trainer's stderr its training_runs row keeps (a traceback and the log lines before it).
+STDERR_TAIL = 16_000
+
+
 def export_pile(
     lake,  # noqa: ANN001
     stage: str,
@@ -99,9 +103,16 @@ class CommandBackend:
                 raise ValueError(f"training command not found: {argv[0]!r}") from None
             except subprocess.TimeoutExpired:
                 raise ValueError(f"training command timed out after {self.timeout_s:.0f} s: {argv[0]}") from None
-            if proc.returncode != 0:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
-                raise ValueError(f"training command exited with {proc.returncode}: {tail[0][:300]}")
+            if proc.returncode != 0:  # the whole tail is kept in a training_runs row; the error is one line
+                failed = JobResult(stage, round, base_uri, backend=self.name, pile_version=version, samples=n,
+                                   config={"template": self.template, "argv": argv},
+                                   metrics={"failed": True, "returncode": proc.returncode, "stderr_tail": proc.stderr[-STDERR_TAIL:],
+                                            "stdout_tail": proc.stdout[-2000:]})  # fmt: skip
+                failed.wall_s = time.perf_counter() - t0
+                run_id = record_run(lake, failed)
+                last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+                raise ValueError(f"training command exited with {proc.returncode}: {last[0][:300]} (the stderr tail is in "
+                                 f"training_runs, run {run_id})")  # fmt: skip
             uri = publish_folder(lake, out)  # refuses a folder without config.json
             res = JobResult(
                 stage,
@@ -112,7 +123,7 @@ class CommandBackend:
                 pile_version=version,
                 samples=n,
                 config={"template": self.template, "argv": argv},
-                metrics={"stdout_tail": proc.stdout[-2000:]},
+                metrics={"stdout_tail": proc.stdout[-2000:], "stderr_tail": proc.stderr[-STDERR_TAIL:]},
             )
             res.wall_s = time.perf_counter() - t0
             record_run(lake, res)

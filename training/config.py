@@ -116,22 +116,28 @@ class SFTConfig:
 
 @dataclass(frozen=True)
 class RLConfig:
-    """PPO in the sandbox with the verifier's reward and the report's changes (section 2.5)."""
+    """Practice in the environment with the verifier's reward (training/rl.py, training/practice.py): PPO with the
+    report's changes (section 2.5) or GRPO, a curriculum that follows the policy, all-equal groups dropped or
+    rescued from a replay buffer (ARPO), stale episodes dropped."""
 
-    algo: str = "ppo"  # ppo | grpo
-    iterations: int = 2
-    tasks_per_iter: int = 32
-    group_size: int = 4  # attempts per task (GRPO's group; PPO uses them as plain samples)
+    algo: str = "grpo"  # grpo | ppo (the report's PPO: value pretraining, decoupled and length-adaptive GAE)
+    iterations: int = 2  # roll out -> update rounds (each one policy version)
+    tasks_per_iter: int = 16
+    group_size: int = 8  # attempts per task (GRPO's group; the all-equal filter and the curriculum use it for PPO too)
     temperature: float = 1.0
-    ppo_epochs: int = 2
+    ppo_epochs: int = 1
     minibatch_size: int = 32  # steps (prompt+response sequences) per gradient step
     gamma: float = 1.0
     lambda_critic: float = 1.0  # decoupled GAE: the critic sees Monte Carlo returns
     length_adaptive: bool = True  # lambda_policy = 1 - 1/(alpha * l)
-    alpha: float = 0.05
+    #: The report's alpha (0.05) is for chains of thought thousands of tokens long; a sandbox trajectory has 20-100
+    #: agent tokens, where 0.05 gives lambda ~ 0.2 and the advantages are the untrained critic's noise (PPO fell from
+    #: 11% to 0% on tests/training/test_practice.py's two-button task; alpha 1.0: lambda ~ 0.96, 11% -> 92%).
+    alpha: float = 1.0
     lambda_policy: float = 0.95  # used when length_adaptive is off
     eps_low: float = 0.2  # clip-higher: asymmetric clip range
     eps_high: float = 0.28
+    grpo_eps: float = 1e-6  # GRPO: the epsilon added to the group's spread
     value_coef: float = 0.5
     value_pretrain_steps: int = 20  # critic-only updates on the first rollouts, policy frozen
     entropy_coef: float = 0.0
@@ -139,7 +145,26 @@ class RLConfig:
     length_penalty: float = 0.0  # subtracted per step
     unreadable_reward: float = -1.0  # the report's reward for an action that does not parse
     max_steps: int | None = None  # None: the task's own step limit
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4, warmup_steps=0))
+    #: Groups whose attempts all scored the same: keep | drop | replay (an all-failed group gets the task's latest
+    #: success from the replay buffer; other all-equal groups are dropped).
+    all_equal: str = "drop"
+    #: Pick each iteration's tasks from a pool by their latest pass rate (0 < p < 1 first); off: fresh tasks each time.
+    curriculum: bool = True
+    pool_size: int = 0  # the curriculum's pool (0: 4 x tasks_per_iter)
+    curriculum_by: str | None = "level"  # spread the curriculum's picks over this TaskInfo field (None: no spread)
+    #: A task leaves the curriculum's pool after this many groups (None: when mastered). 1: fresh tasks every time,
+    #: picked by level; revisiting a small pool raised the training pass rate and lowered the held-out one.
+    max_visits: int | None = 1
+    #: How the policy loss averages: "token" (every agent token alike) or "trajectory" (each trajectory's tokens
+    #: weigh 1/its length, so every attempt counts the same). Per token, a failure that ran to the step limit
+    #: outweighs a short success, and the tokens they share (the format, the right first steps) are pushed down.
+    loss_norm: str = "trajectory"
+    #: The weight of negative advantages (1: plain policy gradient; 0: only what beat the baseline is reinforced).
+    negative_weight: float = 0.0
+    rehearsal_coef: float = 1.0  # PPO-ptx: this x the SFT loss on the pile's examples, added to every policy step
+    max_lag: int = 2  # episodes written more than this many policy versions ago are dropped (replayed ones)
+    time_budget_s: float | None = None  # stop starting iterations after this many seconds (None: all iterations)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=3e-4, warmup_steps=0))
     seed: int = 0
 
 

@@ -88,6 +88,15 @@ def heldout_tasks(per_cell: int | None = None) -> list[TaskInfo]:
     return [task_info(t) for t in gen(per_cell)]
 
 
+def known_good(backend: EnvBackend, infos: Sequence[TaskInfo]) -> tuple[TaskInfo, list[str]] | None:
+    """The first of `infos` the backend's scripted expert solves, with the expert's actions: RL scores it before it
+    trains (training.practice.known_good_reward). None when the expert solved none of them."""
+    for info, att in zip(infos, backend.demonstrate([i.payload for i in infos], "expert")):
+        if att.verdict.passed and att.steps:
+            return info, [s.action for s in att.steps]
+    return None
+
+
 # ------------------------------------------------------------------------------------------ backends
 class EnvBackend(Protocol):
     """An environment backend as the flywheel's stages use it (training/demo.py)."""
@@ -157,10 +166,25 @@ class SandboxBackend:
 
 _BACKENDS: dict[tuple, EnvBackend] = {}
 ENVS = ("sandbox", "miniwob")
+#: Another installed package adds an environment backend with an entry point in this group: the name is the
+#: `--env` value, the object a callable `(tasks: Sequence[str] | None) -> EnvBackend` (docs/training.md).
+ENTRY_POINTS = "flywheel.envs"
+
+
+def _plugins() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS) if ep.name not in ENVS}
+
+
+def env_names() -> tuple[str, ...]:
+    """The built-in backends, then every installed plug-in's."""
+    return ENVS + tuple(sorted(_plugins()))
 
 
 def env_backend(name: str = "sandbox", tasks: Sequence[str] | None = None) -> EnvBackend:
-    """The backend `name`, shared within the process (a browser pool starts once); `tasks` picks MiniWoB++ tasks."""
+    """The backend `name`, shared within the process (a browser pool starts once); `tasks` picks MiniWoB++ tasks
+    (or whatever a plug-in makes of them)."""
     key = (name, tuple(tasks or ()))
     if key not in _BACKENDS:
         if name == "sandbox":
@@ -171,8 +195,10 @@ def env_backend(name: str = "sandbox", tasks: Sequence[str] | None = None) -> En
             from training.envs_miniwob import MiniwobBackend
 
             _BACKENDS[key] = MiniwobBackend(tasks)
+        elif name in (plugins := _plugins()):
+            _BACKENDS[key] = plugins[name].load()(list(tasks) if tasks else None)
         else:
-            raise ValueError(f"unknown environment {name!r}; expected one of {', '.join(ENVS)}")
+            raise ValueError(f"unknown environment {name!r}; expected one of {', '.join(env_names())}")
     return _BACKENDS[key]
 
 

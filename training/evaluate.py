@@ -41,6 +41,8 @@ class EvalResult:
     by_cell: dict[str, Rate]  # "family/Llevel"
     steps: int
     wall_s: float
+    #: Every task's outcome, in task order: two arms evaluated on the same tasks are compared pairwise with these.
+    passed: tuple[bool, ...] = ()
 
     def breakdown(self) -> dict:
         return {
@@ -67,6 +69,7 @@ def summarize(trajs: Sequence[Trajectory], policy_version: str, wall_s: float = 
         group(lambda t: f"{t.task.family}/L{t.task.level}"),
         sum(len(t.steps) for t in trajs),
         wall_s,
+        tuple(t.passed for t in trajs),
     )
 
 

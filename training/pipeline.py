@@ -103,9 +103,11 @@ def run_training(
     on_step: Callable[[int, float], None] | None = None,
     sft_cfg: SFTConfig | None = None,
     rl_tasks: TasksFn | None = None,
+    known_good: tuple | None = None,
 ) -> tuple[JobResult, Policy]:
     """Run one job on the configured backend; the checkpoint and the training_runs row are written either way.
-    RL plays `rl_tasks(n, seed)` (default: the sandbox's training tasks; training/envs.py has the other backends)."""
+    RL plays `rl_tasks(n, seed)` (default: the sandbox's training tasks; training/envs.py has the other backends)
+    after scoring `known_good` (a task and a solution's actions), when given."""
     if cfg.backend != "builtin":
         return CommandBackend(cfg.backend).run(lake, stage, round, base, cfg.prompt)
     if base is None:
@@ -125,7 +127,7 @@ def run_training(
                 on_step(i, float(stats.get("reward_mean", 0.0)))
 
         return rl_job(lake, round, base, lambda n, seed: tasks_fn(n, 100_000 + seed), verifier_reward(), cfg.rl,
-                      cfg.prompt, cfg.max_new_tokens, on_iter)  # fmt: skip
+                      cfg.prompt, cfg.max_new_tokens, on_iter, known_good)  # fmt: skip
     raise ValueError(f"unknown training stage {stage!r}; expected ct, sft or rl")
 
 

@@ -26,10 +26,19 @@ from training.config import RLConfig, to_dict
 from training.jobs import finish, resolve_base
 from training.loop import lr_at, make_optimizer
 from training.model import Policy
+from training.practice import (
+    Curriculum,
+    ReplayBuffer,
+    RewardFn,
+    clip_fractions,
+    drop_stale,
+    fix_groups,
+    known_good_reward,
+    token_entropy,
+)
 from training.rollout import TaskInfo, Trajectory, run_episodes
 from training.runs import JobResult
 
-RewardFn = Callable[[Sequence[Trajectory]], list[float]]  # the verifier's reward per trajectory, batched
 TasksFn = Callable[[int, int], Sequence[TaskInfo]]  # (n, seed) -> training tasks
 
 
@@ -96,6 +105,7 @@ class StepSeq:
     old_lp: torch.Tensor
     adv: torch.Tensor
     ret: torch.Tensor
+    weight: float = 1.0  # each token's weight in the policy loss (loss_norm="trajectory": 1 / the trajectory's tokens)
 
 
 def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -144,12 +154,14 @@ def build_sequences(
     """Advantages and critic targets for every agent token, then one StepSeq per step."""
     pairs = [(s.prompt_ids, s.response_ids) for tr in trajs for s in tr.steps]
     values = step_values(policy, pairs) if cfg.algo == "ppo" else [torch.zeros(len(r)) for _, r in pairs]
-    grpo = group_advantages(rewards, [tr.task.task_id for tr in trajs]) if cfg.algo == "grpo" else None
+    grpo = group_advantages(rewards, [tr.task.task_id for tr in trajs], cfg.grpo_eps) if cfg.algo == "grpo" else None
     seqs: list[StepSeq] = []
     lams: list[float] = []
     k = 0
+    mean_tokens = sum(tr.n_agent_tokens for tr in trajs) / max(1, len(trajs))
     for n, (tr, r) in enumerate(zip(trajs, rewards)):
         lens = [len(s.response_ids) for s in tr.steps]
+        w = mean_tokens / max(1, sum(lens)) if cfg.loss_norm == "trajectory" else 1.0
         v = torch.cat(values[k : k + len(lens)]) if lens else torch.zeros(0)
         k += len(lens)
         rew = torch.zeros(len(v))
@@ -171,6 +183,7 @@ def build_sequences(
                     torch.tensor(s.logprobs),
                     adv[off : off + L],
                     ret[off : off + L],
+                    w,
                 )
             )
             off += L
@@ -179,6 +192,9 @@ def build_sequences(
         mu, sd = a.mean(), a.std().clamp(min=1e-6)
         for s in seqs:
             s.adv = (s.adv - mu) / sd
+    if cfg.negative_weight != 1.0:  # scale the push away from what scored below the baseline
+        for s in seqs:
+            s.adv = torch.where(s.adv < 0, s.adv * cfg.negative_weight, s.adv)
     return seqs, {"lambda_policy_mean": sum(lams) / len(lams) if lams else None}
 
 
@@ -196,25 +212,42 @@ def ppo_losses(
     v_loss = 0.5 * ((v - ret) ** 2).mean()
     if critic_only:
         return cfg.value_coef * v_loss, {"value_loss": float(v_loss.detach())}
+    w = torch.cat([torch.full((len(s.adv),), s.weight) for s in mb])
     ratio = torch.exp(new_lp - old_lp)
     clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high)
-    pg_loss = -torch.min(ratio * adv, clipped * adv).mean()
+    pg_loss = -(w * torch.min(ratio * adv, clipped * adv)).sum() / w.sum()
     loss = pg_loss + (cfg.value_coef * v_loss if cfg.algo == "ppo" else 0.0)
     if cfg.entropy_coef:
-        ent = -(torch.softmax(logits[resp], -1) * torch.log_softmax(logits[resp], -1)).sum(-1).mean()
+        ent = token_entropy(logits[resp])
         loss = loss - cfg.entropy_coef * ent
+    else:
+        with torch.no_grad():
+            ent = token_entropy(logits[resp])
     with torch.no_grad():
-        clip_frac = float(((ratio < 1 - cfg.eps_low) | (ratio > 1 + cfg.eps_high)).float().mean())
-        approx_kl = float((old_lp - new_lp).mean())
+        low, high = clip_fractions(ratio, adv, cfg.eps_low, cfg.eps_high)
+        log_ratio = new_lp - old_lp
+        kl = float(((log_ratio.exp() - 1) - log_ratio).mean())  # k3: KL(behaviour || current), >= 0
     return loss, {
         "pg_loss": float(pg_loss.detach()),
         "value_loss": float(v_loss.detach()),
-        "clip_frac": clip_frac,
-        "approx_kl": approx_kl,
+        "clip_low": low,
+        "clip_high": high,
+        "clip_frac": low + high,
+        "kl": kl,
+        "entropy": float(ent.detach()),
+        "tokens": int(resp.sum()),
     }
 
 
 # ------------------------------------------------------------------ the loop
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _avg(stats: Sequence[dict], key: str) -> float | None:
+    return _mean([st[key] for st in stats if key in st])
+
+
 def train_rl(
     policy: Policy,
     tasks_fn: TasksFn,
@@ -224,47 +257,82 @@ def train_rl(
     max_new_tokens: int = 64,
     seed_offset: int = 0,
     on_iter: Callable[[int, dict], None] | None = None,
+    known_good: tuple[TaskInfo, Sequence[str]] | None = None,
+    rehearsal: Sequence | None = None,
 ) -> tuple[list[float], dict]:
-    """Plain function: `cfg.iterations` of (roll out -> score -> advantages -> PPO/GRPO epochs)."""
+    """Plain function: `cfg.iterations` of (pick tasks -> roll out -> score -> fix groups -> advantages -> update),
+    one record of metrics per iteration. `known_good` (a task and a solution's actions) is scored first and must
+    earn the full reward. `rehearsal` (encoded SFT examples) adds `cfg.rehearsal_coef` x their masked loss to every
+    policy step (InstructGPT's PPO-ptx): practice must not unlearn what copying taught."""
+    if known_good is not None:
+        r, _ = known_good_reward(known_good[0], known_good[1], lambda t: shaped_rewards(t, verifier, cfg))
+        if r < 1.0 - 1e-6 - cfg.length_penalty * len(known_good[1]):
+            raise RuntimeError(f"the reward gives a known-good episode {r:.3f}, not 1: the reward or env is broken")
     params = policy.parameters()
     opt = make_optimizer(params, cfg.optim)
+    seed = cfg.seed + seed_offset * 1000
     rng = random.Random(cfg.seed + seed_offset)
+    by = cfg.curriculum_by
+    cur = (Curriculum(tasks_fn, cfg.pool_size or 4 * cfg.tasks_per_iter, seed, group=(lambda t: getattr(t, by)) if by else None,
+                      max_visits=cfg.max_visits) if cfg.curriculum else None)  # fmt: skip
+    replay = ReplayBuffer()
     losses: list[float] = []
     hist: list[dict] = []
     tokens = samples = 0
     total_updates = max(1, cfg.iterations * cfg.ppo_epochs)
     update = 0
+    t_start = time.perf_counter()
+    ptx = None
+    if rehearsal and cfg.rehearsal_coef > 0:
+        from training.data import batches, masked_nll
+
+        ptx = batches(list(rehearsal), cfg.minibatch_size, 10**9, policy.tokenizer.pad_token_id, seed=seed)
     for it in range(cfg.iterations):
-        # 1. roll out the current policy at temperature 1.0
-        tasks = list(tasks_fn(cfg.tasks_per_iter, cfg.seed + seed_offset * 1000 + it))
-        trajs = run_episodes(
-            policy.model,
-            policy.tokenizer,
-            tasks,
-            attempts=cfg.group_size,
-            policy_version=policy.version,
-            temperature=cfg.temperature,
-            max_new_tokens=max_new_tokens,
-            prompt_cfg=prompt_cfg,
-            max_steps=cfg.max_steps,
-            seed=cfg.seed + seed_offset * 1000 + it,
-        )
-        # 2. score with the verifier (plus format reward / length penalty)
+        if cfg.time_budget_s is not None and it and time.perf_counter() - t_start > cfg.time_budget_s:
+            break
+        # 1. tasks where the policy sometimes wins (the curriculum), or fresh ones
+        tasks = cur.select(cfg.tasks_per_iter, rng) if cur else list(tasks_fn(cfg.tasks_per_iter, seed + it))
+        # 2. roll out the current policy at temperature 1.0, every token's log-probability and the version kept
+        t0 = time.perf_counter()
+        trajs = run_episodes(policy.model, policy.tokenizer, tasks, attempts=cfg.group_size,
+                             policy_version=policy.version, temperature=cfg.temperature, max_new_tokens=max_new_tokens,
+                             prompt_cfg=prompt_cfg, max_steps=cfg.max_steps, seed=seed + it, policy_step=it)  # fmt: skip
+        gen_s = time.perf_counter() - t0
+        gen_tokens = sum(tr.n_agent_tokens for tr in trajs)
+        # 3. score with the verifier (plus format reward / length penalty)
         rewards = shaped_rewards(trajs, verifier, cfg)
         for tr, r in zip(trajs, rewards):
             tr.reward = r
-        # 3. advantages (decoupled, length-adaptive GAE for PPO; group-normalised for GRPO)
-        seqs, info = build_sequences(policy, trajs, rewards, cfg)
-        samples += len(trajs)
-        tokens += sum(len(s.ids) for s in seqs)
-        stats = {
+        stats: dict = {
             "iter": it,
-            "reward_mean": sum(rewards) / max(1, len(rewards)),
+            "reward_mean": _mean(rewards) or 0.0,
             "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
-            "steps": len(seqs),
-            **info,
+            "steps_per_episode": _mean([len(tr.steps) for tr in trajs]),
+            "episodes": len(trajs),
+            "gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9),
+            "gen_s": gen_s,
         }
-        # 4. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
+        if cur:
+            stats.update(cur.update(trajs))
+        # 4. all-equal groups dropped or rescued by the task's latest success; episodes beyond the lag dropped
+        batch_t, batch_r, g = fix_groups(trajs, rewards, cfg.all_equal, replay)
+        replay.add(trajs)
+        batch_t, batch_r, ages = drop_stale(batch_t, batch_r, it, cfg.max_lag)
+        stats.update(
+            g, age_mean=_mean(ages), age_max=max(ages, default=0), stale_dropped=sum(a > cfg.max_lag for a in ages)
+        )
+        if not batch_t:  # nothing to learn from this time (every group all-equal): the next tasks differ
+            stats["updates"] = 0
+            hist.append(stats)
+            if on_iter:
+                on_iter(it, stats)
+            continue
+        # 5. advantages (decoupled, length-adaptive GAE for PPO; group-normalised for GRPO)
+        seqs, info = build_sequences(policy, batch_t, batch_r, cfg)
+        stats.update(info)
+        samples += len(batch_t)
+        tokens += sum(len(s.ids) for s in seqs)
+        # 6. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
         if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:
             vl = []
             for _ in range(cfg.value_pretrain_steps):
@@ -275,29 +343,55 @@ def train_rl(
                 opt.step()
                 vl.append(st["value_loss"])
             stats["value_pretrain_loss"] = [vl[0], vl[-1]] if vl else None
-            seqs, _ = build_sequences(policy, trajs, rewards, cfg)  # advantages from the fitted critic
-        # 5. PPO / GRPO epochs over shuffled minibatches of steps
+            seqs, _ = build_sequences(policy, batch_t, batch_r, cfg)  # advantages from the fitted critic
+        # 7. PPO / GRPO epochs over shuffled minibatches of steps
         policy.model.train()
+        mbs: list[dict] = []
         for _ in range(cfg.ppo_epochs):
-            for g in opt.param_groups:
-                g["lr"] = lr_at(update, total_updates, cfg.optim)
+            for gr in opt.param_groups:
+                gr["lr"] = lr_at(update, total_updates, cfg.optim)
             update += 1
             order = list(range(len(seqs)))
             rng.shuffle(order)
             for i in range(0, len(order), cfg.minibatch_size):
                 mb = [seqs[j] for j in order[i : i + cfg.minibatch_size]]
                 loss, st = ppo_losses(policy, mb, cfg)
+                if ptx is not None:
+                    nll = masked_nll(policy.model, next(ptx))
+                    loss = loss + cfg.rehearsal_coef * nll
+                    st["rehearsal_nll"] = float(nll.detach())
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
                 opt.step()
                 losses.append(float(loss.detach()))
-                stats.update(st)
+                mbs.append(st)
         policy.model.eval()
+        stats["updates"] = len(mbs)
+        for k in ("pg_loss", "value_loss", "clip_low", "clip_high", "clip_frac", "kl", "entropy", "rehearsal_nll"):
+            stats[k] = _avg(mbs, k)
+        stats["wall_s"] = time.perf_counter() - t0
         hist.append(stats)
         if on_iter:
             on_iter(it, stats)
-    return losses, {"iterations": hist, "samples": samples, "tokens": tokens}
+    return losses, {"iterations": hist, "samples": samples, "tokens": tokens,
+                    "wall_s": time.perf_counter() - t_start}  # fmt: skip
+
+
+def _rehearsal_items(lake, policy: Policy, cfg: RLConfig, prompt_cfg: PromptConfig, round: int):  # noqa: ANN001, ANN202
+    """The SFT pile's examples (newest version, episodes per task capped at 8) for the rehearsal loss, and that
+    version; (None, None) when the loss is off or the pile is empty."""
+    if cfg.rehearsal_coef <= 0:
+        return None, None
+    from storage import LakeError
+    from training.data import encode_all, pile_examples, read_pile
+
+    try:
+        pile = read_pile(lake, "sft")
+    except LakeError:  # no SFT pile in this lake yet
+        return None, None
+    examples = pile_examples(pile.rows, prompt_cfg, 8, cfg.seed + round) if pile.rows.num_rows else []
+    return (encode_all(policy.tokenizer, examples, prompt_cfg), pile.version) if examples else (None, None)
 
 
 def rl_job(
@@ -310,11 +404,14 @@ def rl_job(
     prompt_cfg: PromptConfig = PromptConfig(),
     max_new_tokens: int = 64,
     on_iter: Callable[[int, dict], None] | None = None,
+    known_good: tuple[TaskInfo, Sequence[str]] | None = None,
 ) -> tuple[JobResult, Policy]:
     """RL in the environment (no pile: its data are its own rollouts), published and recorded like the others."""
     t0 = time.perf_counter()
     b = resolve_base(lake, base)
-    losses, info = train_rl(b.policy, tasks_fn, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter)
+    rehearsal, pile_version = _rehearsal_items(lake, b.policy, cfg, prompt_cfg, round)
+    losses, info = train_rl(b.policy, tasks_fn, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter, known_good,
+                            rehearsal)  # fmt: skip
     res = JobResult(
         "rl",
         round,
@@ -322,7 +419,8 @@ def rl_job(
         samples=info["samples"],
         tokens=info["tokens"],
         losses=losses,
-        metrics={"iterations": info["iterations"]},
+        pile_version=pile_version,
+        metrics={"iterations": info["iterations"], "rehearsal_examples": len(rehearsal or [])},
         config={"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
     )
     return finish(lake, res, b.policy, t0), b.policy

@@ -79,6 +79,7 @@ class Trajectory:
     reason: str = ""
     final_answer: str | None = None
     reward: float | None = None  # filled by the reward function (RL)
+    policy_step: int = 0  # RL: the number of updates the writing policy had made (an episode's age is measured in it)
 
     @property
     def n_agent_tokens(self) -> int:
@@ -93,7 +94,8 @@ def _readable(action: str) -> bool:
         return False
 
 
-def _final_answer(action: str) -> str | None:
+def final_answer(action: str) -> str | None:
+    """The text of a finished(...) action (None for any other action or an unreadable one)."""
     try:
         a = parse_action(action)
     except ActionError:
@@ -116,6 +118,7 @@ def run_episodes(
     batch_size: int = 256,
     on_step: Callable[[int], None] | None = None,
     reviewer: Callable[[TaskInfo], Reviewer] | None = None,
+    policy_step: int = 0,
 ) -> list[Trajectory]:
     """`attempts` attempts at every task, all advancing in lockstep; returns trajectories in (task, attempt) order.
 
@@ -129,7 +132,7 @@ def run_episodes(
     the steps then hold what ran, with the proposal and the decision.
     """
     gen = torch.Generator().manual_seed(seed)
-    trajs = [Trajectory(t, a, policy_version) for t in tasks for a in range(attempts)]
+    trajs = [Trajectory(t, a, policy_version, policy_step=policy_step) for t in tasks for a in range(attempts)]
     limit = min((t.max_concurrent for t in tasks if t.max_concurrent), default=None) or len(trajs)
     envs: list[Environment | None] = [t.task.make_env() for t in trajs[:limit]] + [None] * (len(trajs) - limit)
     obs = [e.reset() for e in envs[:limit] if e is not None] + [""] * (len(trajs) - limit)
@@ -182,7 +185,7 @@ def run_episodes(
                 if done or len(tr.steps) >= step_limit:
                     tr.passed, tr.reason = env.verify()
                     tr.termination = (term or "finished") if done else "step_limit"
-                    tr.final_answer = _final_answer(action)
+                    tr.final_answer = final_answer(action)
                     end(i)
                     continue
                 still.append(i)

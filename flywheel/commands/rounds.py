@@ -22,7 +22,10 @@ DashOpt = Annotated[
 ]
 EnvOpt = Annotated[
     str | None,
-    typer.Option("--env", help="Environment backend: sandbox or miniwob (default: the lake's last round's)."),
+    typer.Option(
+        "--env",
+        help="Environment backend: sandbox, miniwob or an installed plug-in (entry points flywheel.envs; default: the lake's last round's).",
+    ),
 ]
 TasksOpt = Annotated[
     list[str] | None, typer.Option("--tasks", help="MiniWoB++ tasks, comma-separated or repeated (with --env miniwob).")

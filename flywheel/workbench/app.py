@@ -172,7 +172,9 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
 
     @app.post("/api/assign")
     async def assign(request: Request, user: User = Depends(current_user)) -> list[dict[str, Any]]:
-        """A lead gives an annotator n training tasks of the sandbox (never held-out ones)."""
+        """A lead gives an annotator n training tasks of the sandbox (never held-out ones): drawn by `seed`, or with
+        `round` the next n of the tasks that round of the engine published (landing/assignments/round-R.json) that
+        nobody has in this mode yet."""
         from training.envs import env_backend
 
         require(user, "lead")
@@ -183,10 +185,27 @@ def create_app(cfg: WorkbenchConfig) -> FastAPI:
             raise HTTPException(400, "n and seed must be integers") from None
         if not 1 <= n <= 200:
             raise HTTPException(400, "n must be between 1 and 200")
-        tasks = env_backend("sandbox").training_tasks(n, seed)
+        mode = str(data.get("mode", "annotate"))
+        if data.get("round") is not None:  # the round engine's published tasks, each to one annotator only
+            from core.errors import InputError
+            from flows.stages import assignment_tasks, assignments_key
+
+            try:
+                r = int(data["round"])
+                key = assignments_key(r)
+                published = assignment_tasks(landing.store.get_text(key), r, key)
+            except InputError as e:
+                raise HTTPException(400, e.one_line()) from None
+            except (TypeError, ValueError):
+                raise HTTPException(400, "round must be an integer") from None
+            taken = {a.task_id for a in app.state.store.assignments() if a.mode == mode}
+            tasks = [t for t in published if t.task_id not in taken][:n]
+            if not tasks:
+                raise HTTPException(409, f"every task round {data['round']} published is assigned already")
+        else:
+            tasks = env_backend("sandbox").training_tasks(n, seed)
         try:
-            out = app.state.store.assign(str(data.get("annotator", "")), tasks, user.username,
-                                         str(data.get("mode", "annotate")))  # fmt: skip
+            out = app.state.store.assign(str(data.get("annotator", "")), tasks, user.username, mode)
         except ValueError as e:
             raise HTTPException(400, str(e)) from None
         return [asdict(a) for a in out]

@@ -294,6 +294,17 @@ def _rounds(
     )
 
 
+def _rl_iterations(r: int, rng: np.random.Generator, n: int = 12) -> list[dict]:
+    """Per-update RL metrics of one job (training/rl.py's keys): the reward climbs, the entropy slowly falls."""
+    out = []
+    for i in range(n):
+        p = min(0.95, 0.2 + 0.05 * r + 0.03 * i + float(rng.normal(0, 0.02)))
+        out.append({"iter": i, "reward_mean": p, "pass_rate": p, "entropy": 0.6 - 0.02 * i, "clip_low": 0.01,
+                    "clip_high": 0.02, "kl": 0.003, "all_equal_share": 0.3, "value_loss": 0.2, "age_mean": 0.0,
+                    "steps_per_episode": 3.0, "gen_tokens_per_s": 900.0})  # fmt: skip
+    return out
+
+
 def _training_runs(rounds: int, rng: np.random.Generator) -> pa.Table:
     rows = []
     for r in range(1, rounds + 1):
@@ -303,6 +314,7 @@ def _training_runs(rounds: int, rng: np.random.Generator) -> pa.Table:
             t = np.arange(steps)
             losses = start * (0.35 + 0.65 * np.exp(-t / (steps / 4))) + rng.normal(0, 0.02 * start, steps)
             tokens = int(steps * rng.integers(3000, 5000))
+            metrics = {"iterations": _rl_iterations(r, rng)} if stage == "rl" else {}
             rows.append(
                 {
                     "run_id": f"run-{r}-{stage}",
@@ -318,7 +330,7 @@ def _training_runs(rounds: int, rng: np.random.Generator) -> pa.Table:
                     "loss_first": float(losses[0]),
                     "loss_last": float(losses[-1]),
                     "losses": losses.tolist(),
-                    "metrics": "{}",
+                    "metrics": json.dumps(metrics),
                     "config": "{}",
                     "wall_s": float(tokens / rng.uniform(900, 1300)),
                     "started_at": T0 + timedelta(days=r, hours={"ct": 1, "sft": 2, "rl": 3}[stage]),

@@ -99,6 +99,21 @@ def test_sources_reasons_quarantine_and_training(demo_lake) -> None:
     assert len(loss.table_rows) == totals.training_runs
 
 
+def test_rl_curves_show_every_update_of_the_latest_rl_jobs(demo_lake) -> None:
+    lake, _ = demo_lake
+    runs = [r for r in lake.read("training_runs").to_pylist() if r["stage"] == "rl"]
+    last = max(runs, key=lambda r: r["round"])
+    its = json.loads(last["metrics"])["iterations"]
+    rows = _panel(lake, "rl_curves").rows
+    mine = [r for r in rows if r["run"] == f"round {last['round']}"]
+    assert [r["value"] for r in mine if r["metric"] == "reward"] == pytest.approx([i["reward_mean"] for i in its])
+    assert [r["value"] for r in mine if r["metric"] == "entropy"] == pytest.approx([i["entropy"] for i in its])
+    assert [r["iteration"] for r in mine if r["metric"] == "entropy"] == list(range(1, len(its) + 1))
+    assert len({r["run"] for r in rows}) == min(6, len(runs))
+    stab = {r["metric"] for r in rows}
+    assert {"clipped, low side", "clipped, high side", "KL to behaviour", "all-equal groups", "episode age"} <= stab
+
+
 def test_round_stages_read_stage_status(demo_lake) -> None:
     lake, _ = demo_lake
     rows = _panel(lake, "round_stages").rows
@@ -254,6 +269,7 @@ def test_every_shipped_panel_has_sql_title_and_empty_text() -> None:
         "training_loss",
         "training_tokens",
         "training_wall_time",
+        "rl_curves",
         "round_stages",
         "quarantine",
     ):

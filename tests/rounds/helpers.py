@@ -104,11 +104,29 @@ def run_cmd(env: dict[str, str], argv: list[str], timeout: float = 600) -> subpr
     return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-def lake_state(lake: Path) -> dict:
-    """What an interrupted round must end with exactly as an uninterrupted one: piles, episodes, round counts."""
+def _content_keys(lk, table: str) -> list[tuple]:
+    """A pile's episodes by what was done (source, task, attempt, round, actions, pass), not by episode id: an id
+    hashes the screenshots too, and a live browser's screenshot bytes are not stable across processes."""
+    eps = lk.read("episodes", columns=["episode_id", "source", "task_id", "attempt", "round", "env_passed", "steps"])
+    by_id = {
+        r["episode_id"]: (r["source"], r["task_id"], r["attempt"], r["round"], r["env_passed"],
+                          tuple(s["action"] for s in r["steps"]))
+        for r in eps.to_pylist()
+    }  # fmt: skip
+    return sorted(by_id[e] for e in lk.read(table, columns=["episode_id"]).column(0).to_pylist())
+
+
+def lake_state(lake: Path, by: str = "id") -> dict:
+    """What an interrupted round must end with exactly as an uninterrupted one: piles, episodes, round counts.
+    `by="content"` names episodes by what was done instead of by id (see _content_keys)."""
     from storage import Lake
 
     lk = Lake.open(lake)
+    if by == "content":
+        rounds = {r["round"]: (r["n_new"], r["n_pass"], r["n_fail"], r["sft_size"], r["ct_size"])
+                  for r in lk.read("rounds").to_pylist()}  # fmt: skip
+        return {"sft": _content_keys(lk, "sft"), "ct": _content_keys(lk, "ct"),
+                "episodes": sorted(k[:5] for k in _content_keys(lk, "episodes")), "rounds": rounds}  # fmt: skip
     rounds = {
         r["round"]: (r["n_new"], r["n_pass"], r["n_fail"], r["sft_size"], r["ct_size"])
         for r in lk.read("rounds").to_pylist()

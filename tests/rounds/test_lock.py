@@ -1,6 +1,7 @@
 """The lake lock: one holder at a time, a clear message for the second, takeover of an expired lease."""
 
 import json
+import os
 import time
 
 import pytest
@@ -31,3 +32,28 @@ def test_heartbeat_keeps_a_long_holder_alive(lake) -> None:
         time.sleep(1.5)  # longer than the lease: the heartbeat renews it
         with pytest.raises(LockHeld):
             LakeLock(lake, "round", heartbeat=False).acquire()
+
+
+def test_a_holder_killed_inside_its_swap_does_not_block_the_takeover(lake) -> None:
+    """kill -9 while a holder updates its stage name leaves the takeover guard behind, naming a dead process."""
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_holder = f"{socket.gethostname()}:{gone.stdout.strip()}"
+    dead = LakeLock(lake, "round", what="round 1 (stage annotate)", heartbeat=False)
+    dead.holder = dead_holder
+    dead.acquire()  # never released, and its process is gone
+    lock = Path(lake.uri.key("locks/round.json"))
+    lock.with_name("round.json.takeover").write_text(dead_holder)  # the guard it held when it was killed
+    t0 = time.monotonic()
+    with LakeLock(lake, "round", what="round 1 (resumed)", heartbeat=False) as lease:
+        assert json.loads(lock.read_text())["token"] == lease.token
+    assert time.monotonic() - t0 < 5  # at once, not after the guard's 30 s
+    # a live holder's guard still blocks
+    lock.with_name("round.json.takeover").write_text(f"{socket.gethostname()}:{os.getpid()}")
+    dead.acquire()
+    with pytest.raises(LockHeld, match="taking it over now"):
+        LakeLock(lake, "round", heartbeat=False).acquire()

@@ -58,7 +58,10 @@ def test_kill_9_in_every_stage_then_resume_equals_uninterrupted_run(
     # a kill that lands after the last stage's work (the lock still held) leaves nothing to resume
     assert r.returncode == 0 or "already finished" in r.stderr, r.stderr[-3000:]
 
-    got, want = lake_state(lake), lake_state(ref_lake)
+    # MiniWoB++'s episodes are compared by what was done: their ids hash live-browser screenshots, whose bytes can
+    # differ between two processes (a CI run on a loaded machine swapped 3 of 16 SFT ids, the pile sizes unchanged)
+    by = "content" if backend == "miniwob" else "id"
+    got, want = lake_state(lake, by), lake_state(ref_lake, by)
     assert got["sft"] == want["sft"] and got["ct"] == want["ct"]
     assert got["episodes"] == want["episodes"]
     assert got["rounds"] == want["rounds"]

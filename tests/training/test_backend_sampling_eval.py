@@ -51,13 +51,18 @@ def test_command_backend_records_its_checkpoint_like_a_builtin_job(lake, tiny_po
 
 def test_command_backend_errors_are_one_line(lake, tiny_policy, tmp_path) -> None:
     _pile(lake, "sft", 2)
-    with pytest.raises(ValueError, match="exited with 3"):
-        CommandBackend(f"{sys.executable} -c 'import sys; sys.exit(3)'").run(lake, "sft", 1, tiny_policy)
+    noisy = "import sys; sys.stderr.write(''.join('log line %d\\n' % i for i in range(300))); sys.exit(3)"
+    with pytest.raises(ValueError, match="exited with 3: log line 299 .the stderr tail is in training_runs") as e:
+        CommandBackend(f'{sys.executable} -c "{noisy}"').run(lake, "sft", 1, tiny_policy)
+    assert "\n" not in str(e.value)  # one line
     with pytest.raises(ValueError, match="not a model folder"):
         CommandBackend(f"{sys.executable} -c pass").run(lake, "sft", 1, tiny_policy)
     with pytest.raises(ValueError, match="not found"):
         CommandBackend("no-such-trainer-binary {pile}").run(lake, "sft", 1, tiny_policy)
-    assert lake.count("training_runs") == 0
+    rows = lake.read("training_runs").to_pylist()  # only the failed run is recorded, with its whole stderr tail
+    assert len(rows) == 1 and rows[0]["output_checkpoint"] is None
+    m = json.loads(rows[0]["metrics"])
+    assert m["failed"] and m["returncode"] == 3 and m["stderr_tail"].count("log line") == 300
 
 
 def test_rejection_sampling_lands_through_the_rollout_reader(lake, tiny_policy, tmp_path) -> None:

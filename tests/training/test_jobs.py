@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -93,7 +94,8 @@ def warm_policy(tiny_policy):
 
 @pytest.mark.slow
 def test_ppo_update_lowers_its_loss_and_records_a_run(lake, warm_policy) -> None:
-    cfg = RLConfig(iterations=1, tasks_per_iter=12, group_size=4, ppo_epochs=3, minibatch_size=64, value_pretrain_steps=15,
+    cfg = RLConfig(algo="ppo", iterations=1, tasks_per_iter=12, group_size=4, ppo_epochs=3, minibatch_size=64,
+                   value_pretrain_steps=15, curriculum=False, all_equal="keep", negative_weight=1.0,
                    optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
     pol = warm_policy
     trajs = run_episodes(
@@ -107,7 +109,7 @@ def test_ppo_update_lowers_its_loss_and_records_a_run(lake, warm_policy) -> None
     # stored log-probabilities are the policy's own: the ratio starts at 1
     with torch.no_grad():
         _, st = ppo_losses(pol, seqs, cfg)
-    assert abs(st["approx_kl"]) < 1e-3 and st["clip_frac"] == 0.0
+    assert abs(st["kl"]) < 1e-3 and st["clip_frac"] == 0.0
 
     before, _ = ppo_losses(pol, seqs, cfg)
     w0 = _weights(pol.model)
@@ -169,3 +171,16 @@ def test_sft_grounding_rehearsal_adds_click_examples_on_the_piles_own_screens(la
         m = SCREEN_LINE.match(thought)  # the thought is that element's line on this very screen
         assert m and m["name"] == name and thought in prompt.split("Observation:\n", 1)[1].splitlines()
         assert action == f"click(point='<point>{m['x']} {m['y']}</point>')"
+
+
+def test_rl_rehearses_the_sft_pile_and_records_its_version(lake, warm_policy) -> None:
+    _pile(lake, "sft", 10)
+    cfg = RLConfig(iterations=1, tasks_per_iter=3, group_size=4, minibatch_size=16, rehearsal_coef=1.0)
+    res, _ = rl_job(lake, 1, warm_policy, lambda n, seed: tasks(n, 5), verifier_reward(), cfg)
+    assert res.pile_version == lake.version("sft") and res.metrics["rehearsal_examples"] >= 10
+    its = [it for it in res.metrics["iterations"] if it["updates"]]
+    assert all(it["rehearsal_nll"] > 0 for it in its)
+    off, _ = rl_job(
+        lake, 2, warm_policy, lambda n, seed: tasks(n, 5), verifier_reward(), replace(cfg, rehearsal_coef=0.0)
+    )
+    assert off.pile_version is None and off.metrics["rehearsal_examples"] == 0

@@ -164,3 +164,31 @@ def test_pages_send_a_strict_content_security_policy(bench) -> None:
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert csrf_of(r.text)
     assert "<script>" not in r.text  # no inline script: the policy would block it
+
+
+def test_a_lead_assigns_the_tasks_a_round_published_each_to_one_annotator(bench) -> None:
+    """`people=humans` rounds publish landing/assignments/round-R.json; the workbench hands those tasks out."""
+    from flows.stages import ASSIGNMENTS
+    from training.envs import training_tasks
+
+    tasks = training_tasks(3, 77)
+    doc = {"format": ASSIGNMENTS, "round": 2, "env": "sandbox", "checkpoint": "objects/x.tar",
+           "tasks": [{"task_id": t.task_id, "instruction": t.instruction, "family": t.family, "level": t.level,
+                      "seed": t.payload.seed} for t in tasks]}  # fmt: skip
+    (bench.landing / "assignments").mkdir(parents=True, exist_ok=True)
+    (bench.landing / "assignments" / "round-2.json").write_text(json.dumps(doc))
+    lena = client(bench, "lena")
+    first = lena.post("/api/assign", json={"annotator": "alice", "n": 2, "round": 2})
+    assert first.status_code == 200, first.text
+    assert [a["task_id"] for a in first.json()] == [t.task_id for t in tasks[:2]]
+    assert first.json()[0]["task"]["seed"] == tasks[0].payload.seed  # rebuilt from the published seed
+    rest = lena.post("/api/assign", json={"annotator": "bob", "n": 5, "round": 2}).json()
+    assert [a["task_id"] for a in rest] == [tasks[2].task_id]  # never the same task to two annotators
+    full = lena.post("/api/assign", json={"annotator": "bob", "n": 1, "round": 2})
+    assert full.status_code == 409
+    missing = lena.post("/api/assign", json={"annotator": "bob", "n": 1, "round": 9})
+    assert missing.status_code == 400 and "no_assignments" in missing.text
+    doc["env"] = "miniwob"
+    (bench.landing / "assignments" / "round-3.json").write_text(json.dumps(doc))
+    other = lena.post("/api/assign", json={"annotator": "bob", "n": 1, "round": 3})
+    assert other.status_code == 400 and "wrong_env" in other.text

@@ -1,0 +1,178 @@
+"""Does practice pay? From one checkpoint, three arms on the same 280 held-out tasks (every family and level):
+
+  (a) no more training;
+  (b) SFT continued on the copying data for the wall time RL takes;
+  (c) RL (training/rl.py with the tuned flywheel's practice settings), at most BENCH_PRACTICE_S seconds (480).
+
+The checkpoint is the cold start's (round 0's equivalent: the shipped base after SFT on 490 expert episodes), so (c)
+is also "practice alone": RL from the round-0 checkpoint with no new human data. The figures are the rates with
+95% intervals, per level, and exact McNemar tests of (c) against (a) and (b) on the same tasks; the gain target is
+the report's +8.7 points. BENCH_QUICK=1 shrinks everything to a smoke run whose numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+from bench.common import Figure, console, quick
+
+GAIN_TARGET = 8.7  # points: UI-TARS-2's RL gain over SFT on phone tasks
+
+
+def budget_s() -> float:
+    return 20.0 if quick() else float(os.environ.get("BENCH_PRACTICE_S", "480"))
+
+
+def _until(batches: Iterator, deadline: float) -> Iterator:
+    """The batches until the clock passes `deadline` (SFT for a wall-clock budget, as RL gets)."""
+    for b in batches:
+        if time.perf_counter() > deadline:
+            return
+        yield b
+
+
+def _levels(r) -> str:
+    return ", ".join(f"L{k} {v.rate:.1%}" for k, v in sorted(r.by_level.items()))
+
+
+def _rate(r) -> str:
+    o = r.overall
+    return f"{o.rate:.1%} [{o.lo:.1%}, {o.hi:.1%}]"
+
+
+def cold_start(folder: str | None = None):
+    """The arms' common start: the shipped base after the cold start's SFT on 490 expert episodes (round 0's
+    equivalent), with the expert examples (arm b continues on them). Saved in `folder` and loaded from it when it
+    is there already (a sweep of RL settings then trains it once)."""
+    from bench.bench_training import _expert_items
+    from flows.config import tuned_flywheel
+    from training.base import sandbox_texts
+    from training.model import Policy
+    from training.sft import train_sft
+
+    f = tuned_flywheel()
+    if folder and os.path.exists(os.path.join(folder, "config.json")):
+        pol = Policy.load(folder)
+        return pol, _expert_items(pol, 60 if quick() else 490, f.prompt)
+    pol = Policy.create(sandbox_texts(200), f.model)
+    items = _expert_items(pol, 60 if quick() else 490, f.prompt)
+    cold = replace(f.cold_sft, steps=10 if quick() else f.cold_sft.steps)
+    t0 = time.perf_counter()
+    train_sft(pol, items, cold)
+    console.print(
+        f"practice: cold start SFT {cold.steps} steps on {len(items)} examples in {time.perf_counter() - t0:.0f} s"
+    )
+    if folder:
+        pol.save(folder)
+    return pol, items
+
+
+def rl_arm(policy, budget: float, items=None, **overrides):
+    """Arm (c): RL from `policy` for at most `budget` seconds, RLConfig's practice settings with `overrides`;
+    `items` (the copying data) feed the rehearsal loss when its coefficient is above 0."""
+    from flows.config import tuned_flywheel
+    from training.config import OptimConfig, RLConfig
+    from training.envs import env_backend, known_good, training_tasks
+    from training.rewards import verifier_reward
+    from training.rl import train_rl
+
+    f = tuned_flywheel()
+    optim = overrides.pop("optim", None)
+    cfg = replace(RLConfig(), time_budget_s=budget, iterations=10_000, **overrides)
+    if optim:
+        cfg = replace(cfg, optim=OptimConfig(**{**cfg.optim.__dict__, **optim}))
+    good = known_good(env_backend("sandbox"), training_tasks(4, 100_000))
+
+    def on_iter(i: int, st: dict) -> None:
+        console.print(f"practice: RL iter {i}: pass {st['pass_rate']:.2f} reward {st['reward_mean']:.2f} "
+                      f"all-equal {st.get('all_equal_share', 0):.2f} entropy {st.get('entropy') or 0:.3f} "
+                      f"kl {st.get('kl') or 0:.4f} clip {st.get('clip_low') or 0:.3f}/{st.get('clip_high') or 0:.3f} "
+                      f"gen {st['gen_tokens_per_s']:,.0f} tok/s")  # fmt: skip
+
+    t0 = time.perf_counter()
+    _, info = train_rl(policy, lambda n, seed: training_tasks(n, 100_000 + seed), verifier_reward(), cfg, f.prompt,
+                       f.max_new_tokens, on_iter=on_iter, known_good=good, rehearsal=items)  # fmt: skip
+    return info, time.perf_counter() - t0, cfg
+
+
+def run() -> list[Figure]:
+    from core.stats import paired_test
+    from flows.config import tuned_flywheel
+    from training.data import batches
+    from training.envs import heldout_tasks
+    from training.evaluate import evaluate
+    from training.loop import train_lm
+    from training.model import Policy
+
+    f = tuned_flywheel()
+    B = budget_s()
+    pol, items = cold_start()
+    ho = heldout_tasks(1 if quick() else None)
+    with tempfile.TemporaryDirectory() as d:
+        pol.save(d)
+        sft_pol, rl_pol = Policy.load(d), Policy.load(d)
+    ra = evaluate(pol, ho, f.eval, f.prompt)
+    console.print(f"practice: (a) no more training {_rate(ra)}")
+
+    # (c) RL for at most B seconds
+    info, rl_s, rl_cfg = rl_arm(rl_pol, B, items)
+    rc = evaluate(rl_pol, ho, f.eval, f.prompt)
+    hist = info["iterations"]
+    console.print(f"practice: (c) RL {len(hist)} iterations in {rl_s:.0f} s: {_rate(rc)}")
+
+    # (b) SFT continued on the copying data for the same wall time
+    sft_cfg = f.sft
+    est = max(1, int(rl_s / 0.25))  # steps for the schedule; the deadline ends it
+    t0 = time.perf_counter()
+    it = _until(batches(items, sft_cfg.batch_size, est, sft_pol.tokenizer.pad_token_id, seed=7), t0 + rl_s)
+    losses, _ = train_lm(sft_pol.model, it, est, sft_cfg.optim)
+    sft_s = time.perf_counter() - t0
+    rb = evaluate(sft_pol, ho, f.eval, f.prompt)
+    console.print(f"practice: (b) SFT {len(losses)} steps in {sft_s:.0f} s: {_rate(rb)}")
+
+    vs_a, vs_b = paired_test(ra.passed, rc.passed), paired_test(rb.passed, rc.passed)
+    gain_a = 100 * (rc.overall.rate - ra.overall.rate)
+    gain_b = 100 * (rc.overall.rate - rb.overall.rate)
+    gen = [h["gen_tokens_per_s"] for h in hist]
+    arms = (f"(a) none {_rate(ra)} ({_levels(ra)}); (b) SFT {len(losses)} steps {sft_s:.0f} s {_rate(rb)} "
+            f"({_levels(rb)}); (c) RL {len(hist)} iterations {rl_s:.0f} s {_rate(rc)} ({_levels(rc)}); n={ra.overall.n}")  # fmt: skip
+    return [
+        Figure("RL gain over no more training (points)", gain_a, GAIN_TARGET, "points", target=1.0,
+               note=f"McNemar exact p={vs_a['p']:.2g} (RL only {vs_a['b_only']:.0f}, none only {vs_a['a_only']:.0f}); {arms}"),
+        Figure("RL gain over SFT for the same wall time (points)", gain_b, GAIN_TARGET, "points", target=1.0,
+               note=f"McNemar exact p={vs_b['p']:.2g} (RL only {vs_b['b_only']:.0f}, SFT only {vs_b['a_only']:.0f}); budget {B:.0f} s"),
+        Figure("practice alone from the cold start: held-out rate after / before", rc.overall.rate,
+               max(ra.overall.rate, 1e-9), "rate", target=2.0, note=arms),
+        Figure("RL generation speed", sum(gen) / max(1, len(gen)), 1.0, "tok/s",
+               note=f"{sum(h['episodes'] for h in hist)} episodes in {len(hist)} iterations, group {rl_cfg.group_size}"),
+    ]  # fmt: skip
+
+
+def sweep(overrides: dict, budget: float, folder: str) -> None:
+    """One RL setting against the cached cold start: held-out before and after (the table in docs/training.md,
+    "Practice"). `python -m bench.bench_practice '{"algo": "grpo"}' 240 /tmp/practice-cold`."""
+    from core.stats import paired_test
+    from flows.config import tuned_flywheel
+    from training.envs import heldout_tasks
+    from training.evaluate import evaluate
+
+    f = tuned_flywheel()
+    pol, items = cold_start(folder)
+    ho = heldout_tasks(None)
+    before = evaluate(pol, ho, f.eval, f.prompt)
+    info, rl_s, cfg = rl_arm(pol, budget, items, **overrides)
+    after = evaluate(pol, ho, f.eval, f.prompt)
+    p = paired_test(before.passed, after.passed)["p"]
+    console.print(f"practice sweep {overrides}: {len(info['iterations'])} iterations in {rl_s:.0f} s; held-out "
+                  f"{_rate(before)} ({_levels(before)}) -> {_rate(after)} ({_levels(after)}), McNemar p={p:.2g}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    sweep(json.loads(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
