@@ -127,10 +127,10 @@ class Curriculum:
                 del self.pool[t]
                 self.retired += 1
         self._refill()
-        in_pool = [self.rates[t] for t in self.pool if t in self.rates]
+        seen = {t: self.rates[t] for t in self.pool if t in self.rates}
         return {
-            "pool_learnable": float(len(learnable({t: self.rates[t] for t in self.pool if t in self.rates}))),
-            "pool_seen": float(len(in_pool)),
+            "pool_learnable": float(len(learnable(seen))),
+            "pool_seen": float(len(seen)),
             "retired": float(self.retired),
         }
 
