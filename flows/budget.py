@@ -1,12 +1,18 @@
-"""Fitting a run of rounds into a wall-time budget on the machine it runs on.
+"""Fitting the demo into a wall-time budget on the machine it runs on.
 
-The demo's sizes were tuned on a 2-core machine where one SFT step of the base model took about `REF_STEP_S`; there
-the 3-round demo took `REF_MINUTES`, `REF_SFT_MINUTES` of it in SFT (the stage that grows with the piles) and the
-rest in sampling, annotation, evaluation and bookkeeping, which scale with the same CPU. `calibrate` times a few
-real SFT steps of the configured model at the demo's batch shape, in the precision training will use, and `fit`
-projects the run's time from the ratio and, if it would not fit, scales what can be scaled without touching what is
-measured: the SFT passes and step caps (the held-out set, the annotation and sampling sizes stay, so rounds remain
-comparable). The decision is printed and recorded in round 0's breakdown (`budget`).
+The shipped sizes were measured in a reference run (`REF_*`, docs/training.md). Two steps:
+- At the start, `calibrate` times a few real SFT steps of the configured model (in the precision training will
+  use) and `project` prints what the full-size run would take here. Nothing is scaled yet: round 0 runs at full
+  size, so that it is itself a measurement of this machine.
+- After round 0, `refit` compares round 0's recorded stage seconds with the reference's (SFT apart from the rest:
+  the first is matrix work, the second generation and environments, and machines differ in each), projects the
+  later rounds from the reference's, and if they would not fit what is left of the budget, scales what can be
+  scaled without touching what is measured: the later rounds' SFT passes and step cap. The held-out set, the
+  annotation and sampling sizes stay, so rounds remain comparable across machines. Every example's passes are cut
+  alike: taking the time from the replay of earlier rounds' examples first cost more (docs/training.md). The decision is printed and
+  recorded in round 1's breakdown (`budget`); a re-run of the demo reuses it.
+Why not decide from the calibration alone: a 10-step timing on a shared 2-core machine varies by 5-10%, and a
+decision taken on it alone missed a 20-minute budget by a minute; round 0 is 2-3 minutes of the real work.
 """
 
 from __future__ import annotations
@@ -18,46 +24,64 @@ from typing import Any
 
 from flows.config import RoundConfig
 
-#: Where the shipped sizes were measured: seconds per SFT step (batch 16, ~300 tokens), the 3-round demo's
-#: minutes, and the minutes of it spent in SFT (docs/training.md).
-REF_STEP_S = 0.21
-REF_MINUTES = 17.5
-REF_SFT_MINUTES = 12.8
+#: The reference run of the shipped sizes (`make demo`, 2 idle cores, AMD EPYC, fp32 picked by auto, 2026-12-01):
+#: `calibrate`'s seconds per SFT step there; round 0's seconds (the cold start's SFT; intake + route + evaluate);
+#: the minutes from round 0's end to the end of the 3-round demo, and the later rounds' SFT minutes within them.
+REF_STEP_S = 0.22
+REF_R0_SFT_S = 88.4
+REF_R0_OTHER_S = 46.9
+REF_START_MIN = 0.4  # process start, calibration and the cold start's files, before round 0's first stage
+REF_LATER_MINUTES = 21.1
+REF_LATER_SFT_MINUTES = 13.2
 REF_ROUNDS = 3
+REF_MINUTES = REF_START_MIN + (REF_R0_SFT_S + REF_R0_OTHER_S) / 60 + REF_LATER_MINUTES  # 23.7
 MIN_SCALE = 0.25  # below this the rounds would not learn enough to show anything
+#: The later rounds are fitted to this share of the budget: run-to-run noise of a few percent must not tip it over.
+MARGIN = 0.975
+
+
+def project(step_s: float, rounds: int) -> float:
+    """Minutes the full-size demo of `rounds` rounds would take on a machine whose calibrated SFT step is `step_s`
+    (everything scaled by the one ratio: a first estimate, printed; `refit` decides)."""
+    later = rounds / REF_ROUNDS
+    return (REF_MINUTES - REF_LATER_MINUTES * (1 - later)) * step_s / REF_STEP_S
 
 
 @dataclass(frozen=True)
-class Fit:
-    step_s: float
-    precision: dict[str, Any]
+class Refit:
+    sft_ratio: float  # round 0's SFT seconds here / the reference's
+    other_ratio: float  # round 0's other stages here / the reference's
+    elapsed_min: float
     budget_min: float
-    estimate_min: float  # at full size
-    scale: float  # applied to the SFT passes and step caps (1: unchanged)
+    estimate_min: float  # the whole run at full size
+    scale: float  # applied to the later rounds' SFT passes and step cap (1: unchanged)
     fitted_min: float
 
     def why(self) -> str:
-        base = (f"an SFT step takes {self.step_s:.3f} s here ({self.precision.get('precision')}, "
-                f"{self.precision.get('source')}; {REF_STEP_S:.2f} s where the sizes were tuned): about "
-                f"{self.estimate_min:.1f} min at full size for a {self.budget_min:.0f}-minute budget")  # fmt: skip
+        base = (f"round 0 took {self.sft_ratio:.2f}x the reference's SFT time and {self.other_ratio:.2f}x its other "
+                f"stages; at full size the run would take about {self.estimate_min:.1f} min for a "
+                f"{self.budget_min:g}-minute budget")  # fmt: skip
         if self.scale >= 1:
             return base + ": full sizes"
-        return base + f": SFT passes and step caps scaled to {100 * self.scale:.0f}% (about {self.fitted_min:.1f} min)"
+        return (
+            base
+            + f": the later rounds' SFT passes and step cap scaled to {100 * self.scale:.0f}% (about {self.fitted_min:.1f} min)"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step_s": round(self.step_s, 4), "precision": self.precision, "budget_min": self.budget_min,
-                "estimate_min": round(self.estimate_min, 1), "scale": round(self.scale, 3),
-                "fitted_min": round(self.fitted_min, 1)}  # fmt: skip
+        return {k: v if k == "scale" else round(v, 3) for k, v in self.__dict__.items()}  # a re-run reuses the scale
 
 
-def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 300) -> tuple[float, dict[str, Any]]:
-    """Seconds per SFT step of the configured model on this machine (a random batch of the demo's shape, full
-    optimizer steps on a throwaway copy), and the precision it ran in."""
+def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 256, agent: int = 30) -> tuple[float, dict[str, Any]]:
+    """Seconds per SFT step of the configured model on this machine, and the precision it ran in: full optimizer
+    steps on a throwaway copy, with the loss the demo's SFT uses (`masked_nll`) on a random batch of the demo's
+    shape (length-bucketed examples of about `seq` tokens, the last `agent` of each the agent's)."""
     import copy
 
     import torch
 
     from training.config import OptimConfig
+    from training.data import Batch, masked_nll
     from training.loop import make_optimizer
     from training.model import Policy
     from training.precision import choose
@@ -77,11 +101,14 @@ def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 300) -> tuple[float, 
     ids = torch.randint(
         0, int(model.config.vocab_size), (sft.batch_size, seq), generator=torch.Generator().manual_seed(1)
     )
+    mask = torch.zeros(ids.shape)
+    mask[:, -agent:] = 1.0
+    batch = Batch(ids, torch.ones_like(ids), mask)
     model.train()
 
     def step() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.bf16):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = masked_nll(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -94,25 +121,31 @@ def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 300) -> tuple[float, 
 
 
 def scaled(cfg: RoundConfig, scale: float) -> RoundConfig:
-    """`cfg` with the SFT passes, the SFT step cap and the cold start's SFT steps times `scale`."""
+    """`cfg` with the rounds' SFT passes and step caps times `scale` (the cold start's SFT is left as it is: round 0
+    has run at full size, it was the measurement)."""
     if scale >= 1:
         return cfg
     f = cfg.flywheel
     sft = replace(f.sft, epochs=f.sft.epochs * scale if f.sft.epochs else None,
                   max_steps=max(1, math.ceil(f.sft.max_steps * scale)), steps=max(1, math.ceil(f.sft.steps * scale)))  # fmt: skip
-    cold = replace(f.cold_sft, steps=max(1, math.ceil(f.cold_sft.steps * scale)))
-    return replace(cfg, flywheel=replace(f, sft=sft, cold_sft=cold))
+    return replace(cfg, flywheel=replace(f, sft=sft))
 
 
-def fit(
-    cfg: RoundConfig, budget_min: float, rounds: int, step_s: float, precision: dict[str, Any]
-) -> tuple[RoundConfig, Fit]:
-    """The configuration that fits `budget_min` for `rounds` rounds on a machine whose SFT step takes `step_s`."""
-    ratio = step_s / REF_STEP_S
-    per_round = (rounds + 1) / (REF_ROUNDS + 1)
-    sft_min, other_min = REF_SFT_MINUTES * ratio * per_round, (REF_MINUTES - REF_SFT_MINUTES) * ratio * per_round
-    estimate = sft_min + other_min
-    scale = 1.0 if estimate <= budget_min else max(MIN_SCALE, (budget_min - other_min) / sft_min)
-    scale = min(1.0, scale)
-    fitted = other_min + sft_min * scale
-    return scaled(cfg, scale), Fit(step_s, precision, budget_min, estimate, scale, fitted)
+def refit(
+    cfg: RoundConfig, budget_min: float, elapsed_min: float, r0_stages: dict[str, dict[str, Any]], rounds_left: int
+) -> tuple[RoundConfig, Refit]:
+    """The configuration of the later rounds that fits what is left of `budget_min`, from round 0's recorded stage
+    seconds (`r0_stages`, at full size) and the minutes already spent."""
+    sec = {k: float(v.get("seconds") or 0.0) for k, v in r0_stages.items()}
+    sft_ratio = sec.get("sft", 0.0) / REF_R0_SFT_S or 1.0
+    other_ratio = sum(v for k, v in sec.items() if k != "sft") / REF_R0_OTHER_S or 1.0
+    later = rounds_left / REF_ROUNDS
+    sft_min = REF_LATER_SFT_MINUTES * later * sft_ratio
+    other_min = (REF_LATER_MINUTES - REF_LATER_SFT_MINUTES) * later * other_ratio
+    estimate = elapsed_min + sft_min + other_min
+    left = budget_min * MARGIN - elapsed_min
+    scale = (
+        1.0 if estimate <= budget_min else min(1.0, max(MIN_SCALE, (left - other_min) / sft_min if sft_min else 1.0))
+    )
+    fitted = elapsed_min + other_min + sft_min * scale
+    return scaled(cfg, scale), Refit(sft_ratio, other_ratio, elapsed_min, budget_min, estimate, scale, fitted)

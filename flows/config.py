@@ -69,6 +69,10 @@ class RoundConfig:
     annotate_focus: bool = True
     focus_floor: float = 0.25
     eval_per_cell: int | None = None  # held-out tasks per (family, level); None: all of them
+    #: An OpenAI-compatible completions endpoint (vLLM, SGLang, `flywheel policy serve`) that the acting stages
+    #: (sample, annotate, evaluate) generate through instead of in-process; it must serve the checkpoint the stage
+    #: acts with (training/served.py). None: in-process.
+    policy_url: str | None = None
     flywheel: FlywheelConfig = field(default_factory=tuned_flywheel)
 
     def __post_init__(self) -> None:

@@ -218,16 +218,28 @@ def _r2(x: float) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ the stages
+def acting_policy(ctx: RoundContext, uri: str) -> Any:
+    """The checkpoint `uri` as the acting stages use it: in-process, or through the server at the config's
+    `policy_url` (training/served.py), which must serve that checkpoint (a flywheel server is asked to load it)."""
+    from training.checkpoints import fetch
+
+    policy = fetch(ctx.lake, uri)
+    if not ctx.cfg.policy_url:
+        return policy
+    from training.served import served
+
+    return served(ctx.cfg.policy_url, policy, uri, str(ctx.lake.uri))
+
+
 def stage_sample(ctx: RoundContext) -> dict[str, Any]:
     """Rejection sampling with the previous round's final checkpoint on fresh training tasks of the backend; the
     attempts land (through the rollout reader) as this round's new episodes."""
-    from training.checkpoints import fetch
     from training.sampling import rejection_sample
 
     uri = acting_checkpoint(ctx.lake, ctx.round)
     f, env = ctx.cfg.flywheel, ctx.backend
     tasks = env.training_tasks(f.sampling.tasks, seed=ctx.cfg.seed * 1000 + 17 * ctx.round + 1)
-    res = rejection_sample(ctx.lake, ctx.round, fetch(ctx.lake, uri), tasks, ctx.landing / "rollouts", f.sampling,
+    res = rejection_sample(ctx.lake, ctx.round, acting_policy(ctx, uri), tasks, ctx.landing / "rollouts", f.sampling,
                            f.prompt, render=env.render_steps, on_step=lambda n: ctx.tick("sample", n=n))  # fmt: skip
     return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added,
             "policy_version": res.policy_version, "checkpoint_used": uri, "wall_s": _r2(res.wall_s)}  # fmt: skip
@@ -253,10 +265,9 @@ def stage_annotate(ctx: RoundContext) -> dict[str, Any]:
         info: dict[str, Any] = {"published": len(tasks), "file": str(path), f"by_{env.focus_by}": split}
     else:
         from training.annotate import annotate_round
-        from training.checkpoints import fetch
 
         f = ctx.cfg.flywheel
-        res = annotate_round(ctx.lake, ctx.round, fetch(ctx.lake, uri), tasks, ctx.landing / "annotations", env.reviewer,
+        res = annotate_round(ctx.lake, ctx.round, acting_policy(ctx, uri), tasks, ctx.landing / "annotations", env.reviewer,
                              env.render_steps, f.prompt, f.max_new_tokens, on_step=lambda n: ctx.tick("annotate", n=n))  # fmt: skip
         info = {"episodes": res.episodes, f"by_{env.focus_by}": split, "steps": res.steps, "accepted": res.accepted,
                 "accept_rate": _r2(res.accept_rate), "env_passed": res.passed, "episodes_added": res.episodes_added,
@@ -378,14 +389,13 @@ def stage_evaluate(ctx: RoundContext) -> dict[str, Any]:
     """Held-out pass rate of the round's final checkpoint (95% interval, per level and family) into `rounds`, with
     the backend's own figures; round 0 also records the scripted demonstrators' held-out success where the backend
     measures it."""
-    from training.checkpoints import fetch
     from training.evaluate import evaluate, record_eval
 
     uri = final_checkpoint(ctx.lake, ctx.round)
     if uri is None:
         raise RoundStateError(f"round {ctx.round} has no checkpoint to evaluate")
     env, f = ctx.backend, ctx.cfg.flywheel
-    res = evaluate(fetch(ctx.lake, uri), env.heldout_tasks(ctx.cfg.eval_per_cell), f.eval, f.prompt,
+    res = evaluate(acting_policy(ctx, uri), env.heldout_tasks(ctx.cfg.eval_per_cell), f.eval, f.prompt,
                    lambda n: ctx.tick("evaluate", n=n))  # fmt: skip
     record_eval(ctx.lake, ctx.round, res)
     extra: dict[str, Any] = {"env": {"name": env.name, **(env.stats() or {})}}

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "flywheel.commands.people",  # upload, sessions, audit, export
     "flywheel.commands.dashboard",  # dashboard
     "flywheel.commands.workbench",  # workbench serve | add-user
+    "flywheel.commands.policy",  # policy serve
     "flywheel.commands.ops",  # maintain, check
 )
 

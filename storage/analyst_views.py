@@ -176,7 +176,7 @@ TABLE_COLUMN_DOCS: dict[str, dict[str, str]] = {
     "training_runs": {
         "run_id": "training job id",
         "round": "round the job trained for",
-        "stage": "ct | sft | rl",
+        "stage": "ct | sft | rl | merge",
         "backend": "training backend",
         "base_checkpoint": "checkpoint the job started from",
         "output_checkpoint": "checkpoint the job wrote (object-store URI)",

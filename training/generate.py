@@ -31,10 +31,19 @@ def sample(
     generator: torch.Generator | None = None,
     batch_size: int = 256,
 ) -> list[Sample]:
-    """Continue every prompt (token ids). temperature 0 is greedy (log-probabilities of the argmax)."""
+    """Continue every prompt (token ids). temperature 0 is greedy (log-probabilities of the argmax).
+
+    `model` may also be a served model (training.served.ServedModel: anything with `complete`): each batch is then
+    one request to its server, seeded from `generator` so a seeded run asks for the same samples again."""
     out: list[Sample] = []
+    remote = getattr(model, "complete", None)
     for i in range(0, len(prompts), batch_size):
-        out += _sample_batch(model, tokenizer, prompts[i : i + batch_size], max_new_tokens, temperature, generator)
+        chunk = prompts[i : i + batch_size]
+        if remote is not None:
+            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator)) if generator is not None else None
+            out += remote(chunk, max_new_tokens, temperature, seed)
+        else:
+            out += _sample_batch(model, tokenizer, chunk, max_new_tokens, temperature, generator)
     return out
 
 

@@ -334,7 +334,13 @@ def audit_report(
 
 # ------------------------------------------------------------------------------------------------- export
 def _export(
-    kind: str, out: Path, lake: str | None, version: int | None, round: int | None, max_images: int | None
+    kind: str,
+    out: Path,
+    lake: str | None,
+    version: int | None,
+    round: int | None,
+    max_images: int | None,
+    allow_empty: bool = False,
 ) -> None:
     from flywheel.people.exports import export
 
@@ -343,7 +349,7 @@ def _export(
         TextColumn(f"export {kind}"), BarColumn(), TextColumn("{task.completed}/{task.total} rows"), console=console
     ) as bar:
         task = bar.add_task(kind, total=None)
-        res = export(lk, kind, out, version=version, round=round, max_images=max_images,
+        res = export(lk, kind, out, version=version, round=round, max_images=max_images, allow_empty=allow_empty,
                      progress=lambda done, total: bar.update(task, completed=done, total=total))  # fmt: skip
     console.print(
         f"wrote {res.rows:,} rows ({res.images:,} images) to {esc(res.data_file)} from {res.table} version "
@@ -355,6 +361,10 @@ def _export(
 
 OutDir = Annotated[
     Path, typer.Option("--out", "-o", help="Output folder (data.parquet + flywheel_export.json).", show_default=False)
+]
+AllowEmptyOpt = Annotated[
+    bool,
+    typer.Option("--allow-empty", help="Write a 0-row file (full schema) instead of refusing an empty selection."),
 ]
 VersionOpt = Annotated[
     int | None, typer.Option("--version", help="Export the table as of this Delta version (default: newest).", min=0)
@@ -371,39 +381,58 @@ def export_sft_trl(
     version: VersionOpt = None,
     round: RoundOpt = None,
     lake: LakeOpt = None,
+    allow_empty: AllowEmptyOpt = False,
 ) -> None:
     """The SFT pile in TRL's conversational format: messages (with image items) and images.
 
     Example: flywheel export sft-trl --out exports/sft-trl --max-images 5
     """
-    _export("sft-trl", out, lake, version, round, max_images)
+    _export("sft-trl", out, lake, version, round, max_images, allow_empty)
 
 
 @export_app.command("sft-verl")
-def export_sft_verl(out: OutDir, version: VersionOpt = None, round: RoundOpt = None, lake: LakeOpt = None) -> None:
+def export_sft_verl(
+    out: OutDir,
+    version: VersionOpt = None,
+    round: RoundOpt = None,
+    lake: LakeOpt = None,
+    allow_empty: AllowEmptyOpt = False,
+) -> None:
     """The SFT pile as verl RL parquet: prompt, images, reward_model (rule ground truth), extra_info.
 
     Example: flywheel export sft-verl --out exports/verl --round 2
     """
-    _export("sft-verl", out, lake, version, round, None)
+    _export("sft-verl", out, lake, version, round, None, allow_empty)
 
 
 @export_app.command("ct-text")
-def export_ct_text(out: OutDir, version: VersionOpt = None, round: RoundOpt = None, lake: LakeOpt = None) -> None:
+def export_ct_text(
+    out: OutDir,
+    version: VersionOpt = None,
+    round: RoundOpt = None,
+    lake: LakeOpt = None,
+    allow_empty: AllowEmptyOpt = False,
+) -> None:
     """The CT pile as plain text for language-model training (one `text` per episode).
 
     Example: flywheel export ct-text --out exports/ct
     """
-    _export("ct-text", out, lake, version, round, None)
+    _export("ct-text", out, lake, version, round, None, allow_empty)
 
 
 @export_app.command("preferences")
-def export_preferences(out: OutDir, version: VersionOpt = None, round: RoundOpt = None, lake: LakeOpt = None) -> None:
+def export_preferences(
+    out: OutDir,
+    version: VersionOpt = None,
+    round: RoundOpt = None,
+    lake: LakeOpt = None,
+    allow_empty: AllowEmptyOpt = False,
+) -> None:
     """Annotators' overrides as preference pairs (prompt, chosen, rejected) for DPO-style training.
 
     Example: flywheel export preferences --out exports/dpo
     """
-    _export("preferences", out, lake, version, round, None)
+    _export("preferences", out, lake, version, round, None, allow_empty)
 
 
 def register(app: typer.Typer) -> None:

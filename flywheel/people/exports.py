@@ -266,10 +266,14 @@ def export(
     max_images: int | None = None,
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
+    allow_empty: bool = False,
 ) -> ExportResult:
     """Write out_dir/data.parquet and out_dir/flywheel_export.json for one export kind; return what was written.
 
-    progress(done, total) is called after each batch.
+    progress(done, total) is called after each batch. An empty selection is refused (ValueError, one line):
+    Hugging Face `datasets` cannot load a 0-row Parquet file ("corresponds to no data"), so a trainer would fail
+    later and less clearly. `allow_empty` writes it anyway, as one empty row group with the full schema (pyarrow,
+    Polars and DuckDB read 0 rows; `datasets.Dataset(pyarrow.parquet.read_table(path))` is a 0-row dataset).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown export {kind!r}; choose from {', '.join(KINDS)}")
@@ -280,6 +284,9 @@ def export(
     flt = None if round is None else pc.field("round") == round
     rows = read_pile(lake, table, version=v, filter=flt) if table in PILES else lake.read(table, version=v, filter=flt)
     rows = rows.sort_by([("round", "ascending"), (key, "ascending")])
+    if not rows.num_rows and not allow_empty:
+        where = f"table {table} at version {v}" + (f", round {round}" if round is not None else "")
+        raise ValueError(f"nothing to export: {where} has no rows (Hugging Face datasets cannot load a 0-row file)")
     features = _features(kind)
     made = datetime.now(UTC).isoformat(timespec="seconds")
     lineage = {
@@ -302,6 +309,8 @@ def export(
                 done += len(batch)
                 if progress:
                     progress(done, rows.num_rows)
+            if not done:  # an empty pile: one empty row group, so `datasets` loads 0 rows (no row group is "no data")
+                w.write_table(schema.empty_table())
         tmp.replace(data_file)  # a reader never sees a half-written export
     finally:
         tmp.unlink(missing_ok=True)

@@ -336,7 +336,31 @@ def _training_runs(rounds: int, rng: np.random.Generator) -> pa.Table:
                     "started_at": T0 + timedelta(days=r, hours={"ct": 1, "sft": 2, "rl": 3}[stage]),
                 }
             )
+    rows.append(_merge_run(rounds, rng))
     return pa.Table.from_pylist(rows)
+
+
+def _rate(k: int, n: int) -> dict:
+    from core.stats import wilson
+
+    lo, hi = wilson(k, n)
+    return {"n": n, "k": k, "rate": k / n, "lo": lo, "hi": hi}
+
+
+def _merge_run(r: int, rng: np.random.Generator) -> dict:
+    """A merge sweep (training/merge.py's metrics.sweep) of two specialists over two worlds, after round `r`."""
+    n = 80
+    points = [{"alpha": a, "rates": {"forms": _rate(int(n * (0.3 + 0.3 * a)), n),
+                                     "menus": _rate(int(n * (0.6 - 0.25 * a)), n)}}
+              for a in (0.0, 0.25, 0.5, 0.75, 1.0)]  # fmt: skip
+    sweep = {"objective": "worst world", "first": "forms", "second": "menus", "kept_alpha": 0.5,
+             "base": {"forms": _rate(20, n), "menus": _rate(30, n)}, "points": points}  # fmt: skip
+    return {"run_id": f"run-{r}-merge", "round": r, "stage": "merge", "backend": "builtin",
+            "base_checkpoint": f"ckpt-{r - 1}", "output_checkpoint": f"objects/ab/ckpt-{r}-merge.pt",
+            "pile_version": None, "samples": 0, "tokens": 0, "steps": 0, "loss_first": None, "loss_last": None,
+            "losses": [], "metrics": json.dumps({"sweep": sweep}),
+            "config": json.dumps({"merge": {"alphas": {"forms": 0.5, "menus": 0.5}}}),
+            "wall_s": float(rng.uniform(20, 40)), "started_at": T0 + timedelta(days=r, hours=5)}  # fmt: skip
 
 
 def _sessions(rounds: int, n_human: int, rng: np.random.Generator) -> pa.Table:

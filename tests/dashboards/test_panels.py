@@ -114,6 +114,19 @@ def test_rl_curves_show_every_update_of_the_latest_rl_jobs(demo_lake) -> None:
     assert {"clipped, low side", "clipped, high side", "KL to behaviour", "all-equal groups", "episode age"} <= stab
 
 
+def test_merge_sweep_shows_each_world_along_alpha_beside_the_base(demo_lake) -> None:
+    lake, _ = demo_lake
+    run = next(r for r in lake.read("training_runs").to_pylist() if r["stage"] == "merge")
+    sweep = json.loads(run["metrics"])["sweep"]
+    rows = _panel(lake, "merge_sweep").rows
+    for world in ("forms", "menus"):
+        merged = [r for r in rows if r["world"] == world and r["line"] == "merge"]
+        assert [r["alpha"] for r in merged] == [p["alpha"] for p in sweep["points"]]
+        assert [r["rate"] for r in merged] == pytest.approx([p["rates"][world]["rate"] for p in sweep["points"]])
+        base = [r for r in rows if r["world"] == world and r["line"] == "base"]
+        assert {r["rate"] for r in base} == {sweep["base"][world]["rate"]} and len(base) == len(merged)
+
+
 def test_round_stages_read_stage_status(demo_lake) -> None:
     lake, _ = demo_lake
     rows = _panel(lake, "round_stages").rows
@@ -270,6 +283,7 @@ def test_every_shipped_panel_has_sql_title_and_empty_text() -> None:
         "training_tokens",
         "training_wall_time",
         "rl_curves",
+        "merge_sweep",
         "round_stages",
         "quarantine",
     ):

@@ -101,8 +101,8 @@ SESSION = textwrap.dedent(
             w.writerow({**r, "verdict": "good", "auditor": "me"})
     run("audit", "record", out + "/audit/verdicts.csv", *lake)
     run("audit", "report", "--format", "csv", "--out", out + "/report.csv", *lake)
-    for kind in ("sft-trl", "sft-verl", "ct-text", "preferences"):
-        run("export", kind, "--out", out + "/exports/" + kind, *lake)
+    for kind in ("sft-trl", "sft-verl", "ct-text", "preferences"):  # this session's CT pile and preferences are empty
+        run("export", kind, "--out", out + "/exports/" + kind, "--allow-empty", *lake)
     print("SESSION OK")
     """
 )

@@ -96,5 +96,21 @@ def test_trl_export_from_an_s3_lake(s3_lake, tmp_path: Path) -> None:
     assert read_lineage(res.data_file)["lake"].startswith("s3://")
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_an_empty_pile_is_refused_in_one_line_or_written_with_its_schema(lake, kind: str, tmp_path: Path) -> None:
+    import datasets
+    import pyarrow.parquet as pq
+
+    with pytest.raises(ValueError, match="nothing to export: table .* has no rows") as e:
+        export(lake, kind, tmp_path / kind)  # a fresh lake: every pile empty
+    assert "\n" not in str(e.value) and not (tmp_path / kind / "data.parquet").exists()
+    res = export(lake, kind, tmp_path / kind, allow_empty=True)
+    t = pq.read_table(res.data_file)
+    ds = datasets.Dataset(t)
+    assert res.rows == 0 and t.num_rows == 0 and len(ds) == 0
+    assert ds.features == datasets.Features.from_arrow_schema(t.schema) and len(ds.features) >= 1
+    assert read_lineage(res.data_file)["kind"] == kind
+
+
 def test_every_kind_is_tested() -> None:
     assert set(KINDS) == {"sft-trl", "sft-verl", "ct-text", "preferences"}

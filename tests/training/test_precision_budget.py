@@ -9,7 +9,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from flows.budget import REF_MINUTES, REF_ROUNDS, REF_STEP_S, fit, scaled
+from flows.budget import (
+    MARGIN,
+    MIN_SCALE,
+    REF_MINUTES,
+    REF_R0_OTHER_S,
+    REF_R0_SFT_S,
+    REF_ROUNDS,
+    REF_START_MIN,
+    REF_STEP_S,
+    project,
+    refit,
+    scaled,
+)
 from flows.config import round_config, with_precision
 from training import precision as P
 
@@ -68,20 +80,34 @@ def test_precision_option_reaches_every_lm_job() -> None:
         with_precision(round_config(), "fp8")
 
 
-def test_a_machine_as_fast_as_the_reference_keeps_the_full_sizes() -> None:
+def _round0(slower: float, sft_slower: float | None = None) -> dict:
+    """Round 0's recorded stages on a machine `slower` times the reference (its SFT `sft_slower` times)."""
+    sft = REF_R0_SFT_S * (sft_slower or slower)
+    return {"sft": {"seconds": sft}, "intake": {"seconds": 9.4 * slower}, "route": {"seconds": 2.7 * slower},
+            "evaluate": {"seconds": (REF_R0_OTHER_S - 12.1) * slower}, "summary": {"seconds": 0.0}}  # fmt: skip
+
+
+def _elapsed(slower: float) -> float:
+    return REF_START_MIN + (REF_R0_SFT_S + REF_R0_OTHER_S) * slower / 60
+
+
+def test_the_reference_machine_with_room_keeps_the_full_sizes() -> None:
     cfg = round_config(people="scripted")
-    got, f = fit(cfg, 20, REF_ROUNDS, REF_STEP_S, {"precision": "bf16"})
-    assert got == cfg and f.scale == 1 and f.estimate_min == pytest.approx(REF_MINUTES)
+    got, f = refit(cfg, REF_MINUTES + 0.5, _elapsed(1.0), _round0(1.0), REF_ROUNDS)
+    assert got == cfg and f.scale == 1 and f.estimate_min == pytest.approx(REF_MINUTES, abs=0.05)
+    assert f.sft_ratio == pytest.approx(1.0) and f.other_ratio == pytest.approx(1.0)
     assert "full sizes" in f.why()
+    assert project(REF_STEP_S, REF_ROUNDS) == pytest.approx(REF_MINUTES)
 
 
-def test_a_slower_machine_gets_fewer_sft_passes_that_fit_the_budget() -> None:
+def test_a_slower_machine_gets_fewer_later_sft_passes_that_fit_what_is_left() -> None:
     cfg = round_config(people="scripted")
-    got, f = fit(cfg, 20, REF_ROUNDS, REF_STEP_S * 1.7, {"precision": "fp32"})
-    assert f.estimate_min > 20 and f.fitted_min == pytest.approx(20, abs=0.1) and 0.25 <= f.scale < 1
+    got, f = refit(cfg, 20, _elapsed(1.05), _round0(1.05, sft_slower=1.1), REF_ROUNDS)
+    assert f.sft_ratio == pytest.approx(1.1) and f.other_ratio == pytest.approx(1.05)
+    assert f.estimate_min > 20 and f.fitted_min == pytest.approx(20 * MARGIN, abs=0.05) and 0.25 <= f.scale < 1
     s0, s1 = cfg.flywheel.sft, got.flywheel.sft
     assert s1.epochs == pytest.approx(s0.epochs * f.scale) and s1.max_steps < s0.max_steps
-    assert got.flywheel.cold_sft.steps < cfg.flywheel.cold_sft.steps
+    assert got.flywheel.cold_sft == cfg.flywheel.cold_sft  # round 0 has run at full size: it was the measurement
     # what is measured stays: the held-out set, the annotation and sampling sizes
     assert (got.eval_per_cell, got.annotate_tasks, got.flywheel.sampling) == (
         cfg.eval_per_cell,
@@ -93,7 +119,30 @@ def test_a_slower_machine_gets_fewer_sft_passes_that_fit_the_budget() -> None:
 
 def test_scaling_never_goes_below_the_floor() -> None:
     cfg = round_config()
-    _, f = fit(cfg, 1, REF_ROUNDS, REF_STEP_S * 10, {})
-    assert f.scale == 0.25
+    _, f = refit(cfg, 1, _elapsed(10), _round0(10), REF_ROUNDS)
+    assert f.scale == MIN_SCALE
     assert scaled(cfg, 1.0) is cfg
     assert scaled(replace(cfg), 0.5).flywheel.sft.max_steps == cfg.flywheel.sft.max_steps // 2
+
+
+def test_the_demo_decides_once_after_round_zero_and_a_rerun_reuses_it(lake) -> None:
+    from flows.demo import _fit_later_rounds
+    from validators.rounds import read_round
+
+    cfg = round_config(people="scripted")
+    mark_stages(lake, 0, _round0(1.3))
+    said = []
+    started = __import__("time").time() - 60 * _elapsed(1.3)
+    later = _fit_later_rounds(lake, cfg, 20, started, REF_ROUNDS, lambda kind, info: said.append((kind, info)))
+    rec = read_round(lake, 1).breakdown["budget"]
+    assert 0.25 <= rec["scale"] < 1 and later.flywheel.sft.max_steps < cfg.flywheel.sft.max_steps
+    assert said and said[0][0] == "budget" and "scaled to" in said[0][1]["why"]
+    again = _fit_later_rounds(lake, cfg, 20, started - 3600, REF_ROUNDS, lambda *a: said.append(a))
+    assert again == later and len(said) == 1  # the recorded decision, not a new one from a later clock
+
+
+def mark_stages(lake, round: int, stages: dict) -> None:
+    from flows.stages import mark
+
+    for st, v in stages.items():
+        mark(lake, round, st, "done", seconds=v["seconds"])

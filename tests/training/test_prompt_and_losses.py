@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas.prompt import PromptConfig
 from tests.training.fakes import expert_episode
-from training.data import collate, encode_all, episode_examples, masked_nll
-from training.prompt import Turn, encode_example, parse_answer, render_answer, render_prompt
+from training.data import BUCKET_WINDOW, batches, collate, encode_all, episode_examples, masked_nll
+from training.prompt import Encoded, Turn, encode_example, parse_answer, render_answer, render_prompt
 
 
 def test_prompt_shows_instruction_last_n_steps_in_full_and_observation() -> None:
@@ -155,3 +159,39 @@ def test_line_style_quotes_the_screen_line_an_answer_is_read_from() -> None:
         render_answer("The total reads $17.20.", done, PromptConfig(max_thought_words=3), obs)
         == f"Thought: The total reads\nAction: {done}"
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 60), min_size=1, max_size=300),
+    batch_size=st.integers(1, 16),
+    seed=st.integers(0, 10),
+)
+def test_batches_visit_every_example_once_per_window_and_bucket_by_length(lengths, batch_size, seed) -> None:
+    """Bucketing must not drop or repeat examples: over whole windows every example is drawn equally often, and a
+    batch pads far less than a random one would."""
+    items = [Encoded(list(range(1, n + 1)), [1] * n) for n in lengths]
+    windows = 3
+    steps = windows * BUCKET_WINDOW
+    drawn = Counter()
+    for b in batches(items, batch_size, steps, pad_id=0, seed=seed):
+        assert b.input_ids.shape[0] == batch_size
+        for row, n in zip(b.input_ids.tolist(), b.attention_mask.sum(1).tolist(), strict=True):
+            drawn[tuple(row[:n])] += 1
+    total = steps * batch_size
+    assert sum(drawn.values()) == total
+    per_length = Counter(lengths)
+    if total % len(items) == 0:  # whole epochs: each example exactly total / len(items) times
+        assert all(drawn[tuple(range(1, n + 1))] == per_length[n] * total // len(items) for n in per_length)
+
+
+def test_bucketed_batches_pad_less_than_random_ones() -> None:
+    import random
+
+    rng = random.Random(0)
+    items = [Encoded([1] * n, [1] * n) for n in (rng.randint(100, 400) for _ in range(2000))]
+    real = padded = 0
+    for b in batches(items, 16, 100, pad_id=0, seed=1):
+        real += int(b.attention_mask.sum())
+        padded += b.input_ids.numel()
+    assert real / padded > 0.9  # random batches of 16 from 100..400 fill about 0.66

@@ -1,0 +1,132 @@
+"""`flywheel policy serve`: any project checkpoint behind the OpenAI completions API, the API vLLM and SGLang serve.
+
+Why: the round's acting stages can run against a URL (`RoundConfig.policy_url`, training/served.py). Serving our
+own checkpoints behind the same API means the served path is exercised end to end here, on CPUs, with the same
+client a team would point at its vLLM server, and that a round can act through a server and still get exactly the
+in-process figures: a request's prompts are generated as one batch by the same sampler the rounds use.
+
+Endpoints: GET /v1/models; POST /v1/completions (prompt: a string, a list of strings, a list of token ids or a
+list of such lists; max_tokens, temperature, seed, logprobs, return_tokens_as_token_ids; n = 1); POST
+/flywheel/load {"checkpoint": URI} swaps in another checkpoint of the server's lake (only when started with one).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, Field
+
+from training.model import Policy
+from training.served import FLYWHEEL_OWNER
+
+
+class CompletionRequest(BaseModel):
+    model: str
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int = Field(16, ge=1, le=4096)
+    temperature: float = Field(1.0, ge=0.0, le=10.0)
+    top_p: float = 1.0
+    n: int = 1
+    seed: int | None = None
+    logprobs: int | None = None
+    return_tokens_as_token_ids: bool = False
+    skip_special_tokens: bool = True
+
+
+class LoadRequest(BaseModel):
+    checkpoint: str
+    lake: str | None = None
+
+
+@dataclass
+class Served:
+    """What the server holds: the policy, and the lake its checkpoints may be loaded from."""
+
+    policy: Policy
+    lake: Any = None  # storage.lake.Lake | None
+
+
+def create_app(served: Served, max_batch: int = 256) -> FastAPI:
+    import torch
+
+    from training.generate import sample
+
+    app = FastAPI(title="flywheel policy server", docs_url=None, redoc_url=None)
+    lock = threading.Lock()  # one generation at a time: the model is shared
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": served.policy.version, "object": "model", "owned_by": FLYWHEEL_OWNER}],
+        }
+
+    @app.post("/v1/completions")
+    def completions(req: CompletionRequest) -> dict[str, Any]:
+        p = served.policy
+        if req.model != p.version:
+            raise HTTPException(404, f"the model {req.model!r} is not served here (this server serves {p.version})")
+        if req.n != 1 or req.top_p != 1.0:
+            raise HTTPException(400, "only n = 1 and top_p = 1 are supported")
+        prompts = _token_prompts(req.prompt, p.tokenizer)
+        if not prompts or any(not ids for ids in prompts):
+            raise HTTPException(400, "every prompt needs at least one token")
+        if len(prompts) > max_batch:
+            raise HTTPException(400, f"at most {max_batch} prompts per request")
+        gen = torch.Generator().manual_seed(req.seed) if req.seed is not None else None
+        with lock:
+            outs = sample(p.model, p.tokenizer, prompts, req.max_tokens, req.temperature, gen, len(prompts))
+        choices = []
+        for i, s in enumerate(outs):
+            lp = None
+            if req.logprobs is not None:
+                toks = ([f"token_id:{t}" for t in s.token_ids] if req.return_tokens_as_token_ids
+                        else p.tokenizer.convert_ids_to_tokens(s.token_ids))  # fmt: skip
+                lp = {"tokens": toks, "token_logprobs": s.logprobs, "top_logprobs": None, "text_offset": None}
+            choices.append(
+                {"index": i, "text": s.text, "logprobs": lp, "finish_reason": "stop" if s.finished else "length"}
+            )
+        n_prompt, n_out = sum(map(len, prompts)), sum(len(s.token_ids) for s in outs)
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+                "model": p.version, "choices": choices,
+                "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}}  # fmt: skip
+
+    @app.post("/flywheel/load")
+    def load(req: LoadRequest) -> dict[str, Any]:
+        from training.checkpoints import fetch
+
+        if served.lake is None:
+            raise HTTPException(409, "this server was started on a model folder, not a lake: it cannot load others")
+        if req.lake is not None and not _same_lake(req.lake, served.lake):
+            raise HTTPException(409, f"this server loads checkpoints of {served.lake.uri}, not of {req.lake}")
+        try:
+            policy = fetch(served.lake, req.checkpoint)
+        except Exception as e:
+            raise HTTPException(400, f"cannot load {req.checkpoint}: {type(e).__name__}: {e}") from e
+        with lock:
+            served.policy = policy
+        return {"id": policy.version}
+
+    return app
+
+
+def _token_prompts(prompt: Any, tokenizer: Any) -> list[list[int]]:
+    if isinstance(prompt, str):
+        return [tokenizer.encode(prompt, add_special_tokens=False)]
+    if prompt and all(isinstance(x, int) for x in prompt):
+        return [list(prompt)]
+    return [tokenizer.encode(x, add_special_tokens=False) if isinstance(x, str) else list(x) for x in prompt]
+
+
+def _same_lake(uri: str, lake: Any) -> bool:
+    from storage.lake import Lake
+
+    try:
+        return str(Lake.open(uri).uri) == str(lake.uri)
+    except Exception:  # noqa: BLE001 - not a lake at all: not the same one
+        return False
