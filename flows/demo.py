@@ -39,8 +39,8 @@ def _fit_later_rounds(
     from flows.budget import refit, scaled
 
     rec1 = read_round(lk, 1)
-    done = (rec1.breakdown.get("budget") if rec1 else None) or None
-    if done is not None:
+    done = rec1.breakdown.get("budget") if rec1 else None
+    if done:
         return scaled(cfg, float(done["scale"]))
     r0 = read_round(lk, 0)
     later, fitted = refit(cfg, budget_min, (time.time() - started) / 60, r0.stages if r0 else {}, rounds)

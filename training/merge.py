@@ -28,7 +28,7 @@ class MergeError(ValueError):
 @dataclass(frozen=True)
 class Specialist:
     name: str
-    checkpoint: str  # the checkpoint's URI in the lake (or a folder, for `merge_policies` callers)
+    checkpoint: str  # the checkpoint's URI in the lake
     alpha: float
 
 
