@@ -3,7 +3,10 @@
 1. Throughput: the SFT loop (training/loop.py: masked loss with the LM head only on agent tokens, warmup+cosine,
    clipping) in tokens/s against a bare PyTorch loop over the same model and the same batches (full logits,
    masked cross-entropy, plain AdamW).
-2. Ablation on the same round: from one cold-start SFT checkpoint, SFT+RL against SFT alone (the same extra SFT
+2. Generation: training/generate.sample (in-place KV cache, finished rows leaving the batch) against transformers'
+   own `generate` on the same prompts (greedy, the cold-start policy: realistic answer lengths), tokens/s; both must
+   write the same tokens.
+3. Ablation on the same round: from one cold-start SFT checkpoint, SFT+RL against SFT alone (the same extra SFT
    steps), held-out pass rate of each.
 
 BENCH_QUICK=1 shrinks both (a smoke run: the ablation's numbers then mean little).
@@ -82,6 +85,39 @@ def throughput() -> Figure:
     )  # fmt: skip
 
 
+def generation(pol, prompt_cfg, max_new_tokens: int) -> Figure:
+    """Greedy tokens/s of training.generate.sample against transformers' generate, the same 512 prompts (the first
+    observations of 128 training tasks, 4 copies each as a group would ask), batches of 256."""
+    from training.envs import training_tasks
+    from training.generate import sample
+    from training.prompt import encode_prompt, render_prompt
+
+    tok = pol.tokenizer
+    tasks = training_tasks(16 if quick() else 128, 100_000)
+    prompts = [encode_prompt(tok, render_prompt(t.instruction, [], t.make_env().reset(), prompt_cfg), prompt_cfg)
+               for t in tasks for _ in range(4)]  # fmt: skip
+    t0 = time.perf_counter()
+    ours = sample(pol.model, tok, prompts, max_new_tokens, 0.0, batch_size=256)
+    ours_s = time.perf_counter() - t0
+    theirs: list[list[int]] = []
+    t0 = time.perf_counter()
+    for i in range(0, len(prompts), 256):
+        chunk = prompts[i : i + 256]
+        L = max(len(p) for p in chunk)
+        ids = torch.tensor([[tok.pad_token_id] * (L - len(p)) + list(p) for p in chunk])
+        att = (torch.arange(L)[None, :] >= torch.tensor([L - len(p) for p in chunk])[:, None]).long()
+        with torch.no_grad():
+            out = pol.model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
+        theirs += [row[L:].tolist() for row in out]
+    hf_s = time.perf_counter() - t0
+    n = sum(len(s.token_ids) for s in ours)
+    same = sum(s.token_ids == t[: len(s.token_ids)] for s, t in zip(ours, theirs))
+    return Figure("greedy generation, tokens/s vs transformers' generate", n / ours_s, n / hf_s, "tok/s", target=1.0,
+                  note=f"{len(prompts)} prompts, {n:,} tokens; ours {ours_s:.1f} s, generate {hf_s:.1f} s; "
+                       f"the same tokens for {same}/{len(prompts)}")  # fmt: skip
+
+
 def ablation() -> list[Figure]:
     """Same round, same starting checkpoint: SFT alone vs SFT + RL, held-out pass rate."""
     from flows.config import tuned_flywheel
@@ -98,6 +134,7 @@ def ablation() -> list[Figure]:
     items = _expert_items(pol, 60 if quick() else 490, f.prompt)
     cold = replace(f.cold_sft, steps=10 if quick() else f.cold_sft.steps, optim=replace(f.cold_sft.optim, bf16=True))
     train_sft(pol, items, cold)
+    gen = generation(pol, f.prompt, f.max_new_tokens)
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
@@ -111,6 +148,7 @@ def ablation() -> list[Figure]:
     ho = heldout_tasks(1 if quick() else None)
     ra, rb = evaluate(a, ho, f.eval, f.prompt), evaluate(b, ho, f.eval, f.prompt)
     return [
+        gen,
         Figure(
             "held-out pass rate, SFT+RL vs SFT alone (same round)",
             rb.overall.rate,
@@ -118,7 +156,7 @@ def ablation() -> list[Figure]:
             "rate",
             note=f"SFT alone {ra.overall.rate:.3f} [{ra.overall.lo:.3f}, {ra.overall.hi:.3f}], SFT+RL {rb.overall.rate:.3f} "
             f"[{rb.overall.lo:.3f}, {rb.overall.hi:.3f}], n={ra.overall.n}",
-        )  # fmt: skip
+        ),  # fmt: skip
     ]
 
 

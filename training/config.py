@@ -121,6 +121,11 @@ class RLConfig:
     rescued from a replay buffer (ARPO), stale episodes dropped."""
 
     algo: str = "grpo"  # grpo | ppo (the report's PPO: value pretraining, decoupled and length-adaptive GAE)
+    #: What a group is: "episode" (G whole attempts at a task, scored by the outcome) or "step" (G actions at each
+    #: state of the policy's greedy attempt, scored by the environment's progress; training/branch.py; GRPO only).
+    groups: str = "episode"
+    max_states: int = 12  # step groups: at most this many states of one attempt are branched
+    branch_at: str = "all"  # step groups: branch every state, or only "mistakes" (the greedy step did not earn +1)
     iterations: int = 2  # roll out -> update rounds (each one policy version)
     tasks_per_iter: int = 16
     group_size: int = 8  # attempts per task (GRPO's group; the all-equal filter and the curriculum use it for PPO too)

@@ -42,6 +42,36 @@ class SandboxEnv:
         v = self.env.verify()
         return bool(v.passed), v.reason
 
+    def clone(self) -> SandboxEnv:
+        """An independent copy of this state (training.branch tries actions in copies)."""
+        import copy
+
+        c = object.__new__(SandboxEnv)
+        c.env = copy.deepcopy(self.env)
+        return c
+
+    def steps_to_go(self, limit: int = 60) -> int | None:
+        """How many actions the sandbox's shortest-path expert needs from here to pass, or None when it cannot pass
+        any more: the environment's progress signal (training.branch). The step limit does not apply to the plan."""
+        import copy
+
+        from sandbox.demonstrators import Expert
+        from schemas.actions import format_action
+
+        if self.env.done:
+            return 0 if self.env.verify().passed else None
+        e = copy.deepcopy(self.env)
+        e.n_steps = -(10**6)  # the plan may run past the task's step limit: it measures distance, not a budget
+        expert = Expert()
+        n = 0
+        while not e.done and n < limit:
+            try:
+                e.step(format_action(expert.move(e).action()))
+            except (AssertionError, StopIteration):  # the goal's planner has no move from here
+                return None
+            n += 1
+        return n if e.done and e.verify().passed else None
+
 
 def task_info(task) -> TaskInfo:  # noqa: ANN001 - sandbox.tasks.Task
     return TaskInfo(

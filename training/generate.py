@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers.cache_utils import Cache, DynamicLayer
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,47 @@ def sample(
     return out
 
 
+class _InPlaceLayer(DynamicLayer):
+    """A layer's keys and values written in place into buffers sized for the whole generation. DynamicLayer grows by
+    torch.cat, copying the whole cache at every token: 26% of the sandbox's generation time (measured on 700
+    candidates of 250-token prompts)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity, self.n = capacity, 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        B, H, _, D = key_states.shape
+        self.device = key_states.device
+        self.kbuf = key_states.new_empty((B, H, self.capacity, D))
+        self.vbuf = value_states.new_empty((B, value_states.shape[1], self.capacity, value_states.shape[-1]))
+        self.is_initialized = True
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        m = key_states.shape[-2]
+        self.kbuf[:, :, self.n : self.n + m] = key_states
+        self.vbuf[:, :, self.n : self.n + m] = value_states
+        self.n += m
+        self.keys, self.values = self.kbuf[:, :, : self.n], self.vbuf[:, :, : self.n]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Only these batch rows from now on (finished rows leave the batch)."""
+        self.kbuf, self.vbuf = self.kbuf.index_select(0, rows), self.vbuf.index_select(0, rows)
+        self.keys, self.values = self.kbuf[:, :, : self.n], self.vbuf[:, :, : self.n]
+
+
+#: Finished rows leave the batch once they are this share of it (each later step then costs less).
+COMPACT_SHARE = 0.25
+
+
 def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, generator) -> list[Sample]:  # noqa: ANN001
     was_training = model.training
     model.eval()
@@ -58,11 +100,14 @@ def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, genera
         ids[i, L - len(p) :] = torch.tensor(list(p), dtype=torch.long)
         att[i, L - len(p) :] = 1
     pos = (att.cumsum(-1) - 1).clamp(min=0)
-    res = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
+    layers = [_InPlaceLayer(L + max_new_tokens) for _ in range(model.config.num_hidden_layers)]
+    res = model(input_ids=ids, attention_mask=att, position_ids=pos, cache=Cache(layers=layers), use_cache=True,
+                logits_to_keep=1)  # fmt: skip
     past, logits = res.cache, res.logits[:, -1].float()
     next_pos = pos[:, -1] + 1
-    toks = torch.zeros((B, max_new_tokens), dtype=torch.long)
+    toks = torch.full((B, max_new_tokens), pad, dtype=torch.long)
     lps = torch.zeros((B, max_new_tokens))
+    rows = torch.arange(B)  # the original row of each row still in the batch
     done = torch.zeros(B, dtype=torch.bool)
     n = 0
     for t in range(max_new_tokens):
@@ -73,13 +118,18 @@ def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, genera
             logp = F.log_softmax(logits, dim=-1)
             tok = logp.argmax(-1)
         tok = torch.where(done, torch.full_like(tok, pad), tok)
-        toks[:, t] = tok
-        lps[:, t] = logp.gather(1, tok[:, None]).squeeze(1)
+        toks[rows, t] = tok
+        lps[rows, t] = logp.gather(1, tok[:, None]).squeeze(1)
         n = t + 1
         done |= tok == eos
         if bool(done.all()):
             break
-        att = torch.cat([att, torch.ones((B, 1), dtype=torch.long)], dim=1)
+        if int(done.sum()) >= COMPACT_SHARE * len(rows):
+            live = (~done).nonzero().squeeze(1)
+            for layer in layers:
+                layer.keep(live)
+            rows, tok, att, next_pos, done = rows[live], tok[live], att[live], next_pos[live], done[live]
+        att = torch.cat([att, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
         res = model(
             input_ids=tok[:, None], attention_mask=att, position_ids=next_pos[:, None], cache=past, use_cache=True
         )

@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
+from training.branch import step_advantages, step_groups
 from training.config import RLConfig, to_dict
 from training.jobs import finish, resolve_base
 from training.loop import lr_at, make_optimizer
@@ -108,26 +110,29 @@ class StepSeq:
     weight: float = 1.0  # each token's weight in the policy loss (loss_norm="trajectory": 1 / the trajectory's tokens)
 
 
-def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids (B, T) and the response positions over the next-token positions (B, T-1)."""
     T = max(len(s.ids) for s in seqs)
     ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    att = torch.zeros((len(seqs), T), dtype=torch.long)
     resp = torch.zeros((len(seqs), T - 1), dtype=torch.bool)  # over next-token positions (predicting ids[:, 1:])
     for i, s in enumerate(seqs):
         ids[i, : len(s.ids)] = torch.tensor(s.ids)
-        att[i, : len(s.ids)] = 1
         resp[i, s.n_prompt - 1 : len(s.ids) - 1] = True
-    return ids, att, resp
+    return ids, resp
 
 
 def forward_policy(
-    policy: Policy, ids: torch.Tensor, att: torch.Tensor
+    policy: Policy, ids: torch.Tensor, resp: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(next-token log-probs (B, T-1), values (B, T-1) from the detached hidden states, logits (B, T-1, V))."""
-    from training.data import next_token_logprobs
-
-    lp, hidden, logits = next_token_logprobs(policy.model, ids, att, output_hidden=True)
-    values = policy.value_head(hidden[:, :-1].detach()).squeeze(-1)
+    """At the response positions `resp` (B, T-1) only, in row order: (next-token log-probs (N,), values (N,) from
+    the detached hidden states, logits (N, V)). The vocabulary projection skips the prompt positions (about 90% of a
+    sequence), as training.data.masked_nll does for SFT; the rows are right-padded, so under the causal mask no
+    real token attends to a pad and no padding mask is needed (attention keeps its fast causal kernel)."""
+    trunk, head = policy.model.get_decoder(), policy.model.get_output_embeddings()
+    hidden = trunk(input_ids=ids, use_cache=False).last_hidden_state[:, :-1][resp]
+    logits = head(hidden).float()
+    lp = -F.cross_entropy(logits, ids[:, 1:][resp], reduction="none")
+    values = policy.value_head(hidden.detach()).squeeze(-1)
     return lp, values, logits
 
 
@@ -142,9 +147,9 @@ def step_values(
         chunk = [
             StepSeq(p + r, len(p), torch.empty(0), torch.empty(0), torch.empty(0)) for p, r in steps[i : i + batch_size]
         ]
-        ids, att, resp = _pad(chunk, pad)
-        _, values, _ = forward_policy(policy, ids, att)
-        out += [values[j][resp[j]] for j in range(len(chunk))]
+        ids, resp = _pad(chunk, pad)
+        _, values, _ = forward_policy(policy, ids, resp)
+        out += list(values.split(resp.sum(1).tolist()))
     return out
 
 
@@ -203,9 +208,8 @@ def ppo_losses(
     policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only: bool = False
 ) -> tuple[torch.Tensor, dict]:
     """Clip-higher PPO loss and the critic's MSE, averaged over the minibatch's agent tokens only."""
-    ids, att, resp = _pad(mb, policy.tokenizer.pad_token_id)
-    lp, values, logits = forward_policy(policy, ids, att)
-    new_lp, v = lp[resp], values[resp]
+    ids, resp = _pad(mb, policy.tokenizer.pad_token_id)
+    new_lp, v, logits = forward_policy(policy, ids, resp)
     old_lp = torch.cat([s.old_lp for s in mb])
     adv = torch.cat([s.adv for s in mb])
     ret = torch.cat([s.ret for s in mb])
@@ -218,11 +222,11 @@ def ppo_losses(
     pg_loss = -(w * torch.min(ratio * adv, clipped * adv)).sum() / w.sum()
     loss = pg_loss + (cfg.value_coef * v_loss if cfg.algo == "ppo" else 0.0)
     if cfg.entropy_coef:
-        ent = token_entropy(logits[resp])
+        ent = token_entropy(logits)
         loss = loss - cfg.entropy_coef * ent
     else:
         with torch.no_grad():
-            ent = token_entropy(logits[resp])
+            ent = token_entropy(logits)
     with torch.no_grad():
         low, high = clip_fractions(ratio, adv, cfg.eps_low, cfg.eps_high)
         log_ratio = new_lp - old_lp
@@ -246,6 +250,90 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def _avg(stats: Sequence[dict], key: str) -> float | None:
     return _mean([st[key] for st in stats if key in st])
+
+
+def _episode_batch(policy: Policy, tasks: Sequence[TaskInfo], verifier: RewardFn, cfg: RLConfig, prompt_cfg: PromptConfig,
+                   max_new_tokens: int, seed: int, it: int, cur: Curriculum | None,
+                   replay: ReplayBuffer) -> tuple[list[StepSeq], dict, tuple]:  # fmt: skip
+    """Steps 2-5 with episode groups: G whole attempts per task, the outcome reward, fixed groups, advantages."""
+    # 2. roll out the current policy at temperature 1.0, every token's log-probability and the version kept
+    t0 = time.perf_counter()
+    trajs = run_episodes(policy.model, policy.tokenizer, tasks, attempts=cfg.group_size,
+                         policy_version=policy.version, temperature=cfg.temperature, max_new_tokens=max_new_tokens,
+                         prompt_cfg=prompt_cfg, max_steps=cfg.max_steps, seed=seed, policy_step=it)  # fmt: skip
+    gen_s = time.perf_counter() - t0
+    gen_tokens = sum(tr.n_agent_tokens for tr in trajs)
+    # 3. score with the verifier (plus format reward / length penalty)
+    rewards = shaped_rewards(trajs, verifier, cfg)
+    for tr, r in zip(trajs, rewards):
+        tr.reward = r
+    stats: dict = {
+        "iter": it,
+        "reward_mean": _mean(rewards) or 0.0,
+        "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
+        "steps_per_episode": _mean([len(tr.steps) for tr in trajs]),
+        "episodes": len(trajs),
+        "gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9),
+        "gen_s": gen_s,
+    }
+    if cur:
+        stats.update(cur.update(trajs))
+    # 4. all-equal groups dropped or rescued by the task's latest success; episodes beyond the lag dropped
+    batch_t, batch_r, g = fix_groups(trajs, rewards, cfg.all_equal, replay)
+    replay.add(trajs)
+    batch_t, batch_r, ages = drop_stale(batch_t, batch_r, it, cfg.max_lag)
+    stats.update(
+        g, age_mean=_mean(ages), age_max=max(ages, default=0), stale_dropped=sum(a > cfg.max_lag for a in ages)
+    )
+    if not batch_t:
+        return [], stats, ()
+    # 5. advantages (decoupled, length-adaptive GAE for PPO; group-normalised for GRPO)
+    seqs, info = build_sequences(policy, batch_t, batch_r, cfg)
+    stats.update(info, samples=len(batch_t))
+    return seqs, stats, (batch_t, batch_r)
+
+
+def _step_batch(policy: Policy, tasks: Sequence[TaskInfo], cfg: RLConfig, prompt_cfg: PromptConfig, max_new_tokens: int,
+                seed: int, it: int, cur: Curriculum | None) -> tuple[list[StepSeq], dict, tuple]:  # fmt: skip
+    """Steps 2-5 with step groups (training/branch.py): a greedy attempt per task, G actions at each of its states
+    scored by the environment's progress, group-relative advantages per state, all-equal states dropped."""
+    if cfg.algo != "grpo":
+        raise ValueError("step groups have group-relative advantages: use algo='grpo'")
+    t0 = time.perf_counter()
+    cands, trajs, st = step_groups(policy.model, policy.tokenizer, tasks, group_size=cfg.group_size,
+                                   temperature=cfg.temperature, max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg,
+                                   policy_version=policy.version, seed=seed, max_states=cfg.max_states,
+                                   at=cfg.branch_at, policy_step=it)  # fmt: skip
+    gen_s = time.perf_counter() - t0
+    kept, adv, equal = step_advantages(cands, cfg.grpo_eps)
+    stats: dict = {
+        "iter": it,
+        "reward_mean": st["step_reward_mean"],
+        "pass_rate": st["greedy_pass_rate"],
+        "steps_per_episode": _mean([len(tr.steps) for tr in trajs]),
+        "episodes": len(trajs),
+        "states": st["states"],
+        "forward_share": st["forward_share"],
+        "all_equal_share": equal,
+        "gen_tokens_per_s": st["gen_tokens"] / max(gen_s, 1e-9),
+        "gen_s": gen_s,
+        "age_mean": 0.0,
+        "age_max": 0,
+        "stale_dropped": 0,
+        "samples": len(kept),
+    }
+    if cur:
+        stats.update(cur.update(trajs))
+    mean_len = _mean([len(c.response_ids) for c in kept]) or 1.0
+    seqs = []
+    for c, a in zip(kept, adv):
+        a = a * cfg.negative_weight if a < 0 else a
+        n = len(c.response_ids)
+        if n:
+            w = mean_len / n if cfg.loss_norm == "trajectory" else 1.0
+            seqs.append(StepSeq(c.prompt_ids + c.response_ids, len(c.prompt_ids), torch.tensor(c.logprobs),
+                                torch.full((n,), a), torch.zeros(n), w))  # fmt: skip
+    return seqs, stats, ()
 
 
 def train_rl(
@@ -292,45 +380,19 @@ def train_rl(
             break
         # 1. tasks where the policy sometimes wins (the curriculum), or fresh ones
         tasks = cur.select(cfg.tasks_per_iter, rng) if cur else list(tasks_fn(cfg.tasks_per_iter, seed + it))
-        # 2. roll out the current policy at temperature 1.0, every token's log-probability and the version kept
         t0 = time.perf_counter()
-        trajs = run_episodes(policy.model, policy.tokenizer, tasks, attempts=cfg.group_size,
-                             policy_version=policy.version, temperature=cfg.temperature, max_new_tokens=max_new_tokens,
-                             prompt_cfg=prompt_cfg, max_steps=cfg.max_steps, seed=seed + it, policy_step=it)  # fmt: skip
-        gen_s = time.perf_counter() - t0
-        gen_tokens = sum(tr.n_agent_tokens for tr in trajs)
-        # 3. score with the verifier (plus format reward / length penalty)
-        rewards = shaped_rewards(trajs, verifier, cfg)
-        for tr, r in zip(trajs, rewards):
-            tr.reward = r
-        stats: dict = {
-            "iter": it,
-            "reward_mean": _mean(rewards) or 0.0,
-            "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
-            "steps_per_episode": _mean([len(tr.steps) for tr in trajs]),
-            "episodes": len(trajs),
-            "gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9),
-            "gen_s": gen_s,
-        }
-        if cur:
-            stats.update(cur.update(trajs))
-        # 4. all-equal groups dropped or rescued by the task's latest success; episodes beyond the lag dropped
-        batch_t, batch_r, g = fix_groups(trajs, rewards, cfg.all_equal, replay)
-        replay.add(trajs)
-        batch_t, batch_r, ages = drop_stale(batch_t, batch_r, it, cfg.max_lag)
-        stats.update(
-            g, age_mean=_mean(ages), age_max=max(ages, default=0), stale_dropped=sum(a > cfg.max_lag for a in ages)
-        )
-        if not batch_t:  # nothing to learn from this time (every group all-equal): the next tasks differ
+        if cfg.groups == "step":  # 2-5 at the step level: G actions at each state of a greedy attempt
+            seqs, stats, batch = _step_batch(policy, tasks, cfg, prompt_cfg, max_new_tokens, seed + it, it, cur)
+        else:
+            seqs, stats, batch = _episode_batch(policy, tasks, verifier, cfg, prompt_cfg, max_new_tokens, seed + it, it,
+                                                cur, replay)  # fmt: skip
+        if not seqs:  # nothing to learn from this time (every group all-equal): the next tasks differ
             stats["updates"] = 0
             hist.append(stats)
             if on_iter:
                 on_iter(it, stats)
             continue
-        # 5. advantages (decoupled, length-adaptive GAE for PPO; group-normalised for GRPO)
-        seqs, info = build_sequences(policy, batch_t, batch_r, cfg)
-        stats.update(info)
-        samples += len(batch_t)
+        samples += stats.pop("samples")
         tokens += sum(len(s.ids) for s in seqs)
         # 6. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
         if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:
@@ -343,7 +405,7 @@ def train_rl(
                 opt.step()
                 vl.append(st["value_loss"])
             stats["value_pretrain_loss"] = [vl[0], vl[-1]] if vl else None
-            seqs, _ = build_sequences(policy, batch_t, batch_r, cfg)  # advantages from the fitted critic
+            seqs, _ = build_sequences(policy, *batch, cfg)  # advantages from the fitted critic
         # 7. PPO / GRPO epochs over shuffled minibatches of steps
         policy.model.train()
         mbs: list[dict] = []

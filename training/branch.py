@@ -1,0 +1,167 @@
+"""Step-level groups: G attempts at the *same state*, each scored by how far one action moves the task along.
+
+Outcome-only GRPO over whole episodes gives every step of an attempt the same advantage and learns only from
+groups that are not all-pass or all-fail (on the sandbox 56-88% are). Here the policy first plays each task
+greedily, as it is evaluated; at every state it visited, it then samples G candidate actions from the same
+prompt. Each candidate runs in a copy of that state's environment and is scored by the environment's progress
+signal, potential-based shaping (Ng, Harada and Russell 1999: it leaves the optimal policy unchanged):
+
+    r = clip(d(s) - d(s'), -1, 1)      d = the environment's steps to go (`steps_to_go`); +1 reaching the goal,
+                                       -1 an unreadable action, a failed end, or a state that cannot pass any more
+
+so a step along a shortest path earns +1, an action that changes nothing 0, a detour -1. Candidates share the
+prompt, so the tokens they have in common (the format, the first words) get advantages that cancel, and only
+the choice the group disagreed on is pushed: the credit assignment outcome rewards lack. The states are the
+policy's own (on-policy), including the ones its mistakes lead to, which copying an expert never shows it.
+
+An environment offers the signal with `steps_to_go() -> int | None` and `clone()` (the sandbox's shortest-path
+planner, training/envs.py); one without `clone` is rebuilt by replaying the actions so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from schemas.prompt import PromptConfig
+from training.generate import sample
+from training.rollout import Environment, TaskInfo, Trajectory, _readable, run_episodes
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sampled action at one state: its tokens, their log-probabilities under the sampler, the reward."""
+
+    state: int  # the group: candidates with the same state share the prompt
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    reward: float
+
+
+def shaped(before: int | None, after: int | None, done: bool, passed: bool, readable: bool = True) -> float:
+    """The shaped reward of one action from the steps to go before and after it (None: cannot pass any more)."""
+    if not readable:
+        return -1.0
+    if done:
+        return 1.0 if passed else -1.0
+    if before is None or after is None:
+        return -1.0
+    return float(max(-1, min(1, before - after)))
+
+
+def progress_reward(before: int | None, env: Environment, done: bool, readable: bool) -> float:
+    """The shaped reward of one action, given the steps to go before it and the environment after it."""
+    if not readable or done:
+        return shaped(before, None, done, readable and done and env.verify()[0], readable)
+    return shaped(before, env.steps_to_go(), False, False)  # type: ignore[attr-defined]
+
+
+def _clone(env: Environment, task: TaskInfo, actions: Sequence[str]) -> Environment:
+    clone = getattr(env, "clone", None)
+    if clone is not None:
+        return clone()
+    e = task.make_env()
+    e.reset()
+    for a in actions:
+        e.step(a)
+    return e
+
+
+def step_groups(
+    model,  # noqa: ANN001
+    tokenizer,  # noqa: ANN001
+    tasks: Sequence[TaskInfo],
+    *,
+    group_size: int,
+    temperature: float,
+    max_new_tokens: int,
+    prompt_cfg: PromptConfig,
+    policy_version: str,
+    seed: int,
+    max_states: int = 12,
+    at: str = "all",
+    policy_step: int = 0,
+) -> tuple[list[Candidate], list[Trajectory], dict]:
+    """Play every task greedily, branch G candidates at its states (`at`: "all", or "mistakes": the states where the
+    greedy step did not earn +1), score them. Returns the candidates, the greedy trajectories (the curriculum's view
+    of the tasks) and statistics for the iteration's record."""
+    if at not in ("all", "mistakes"):
+        raise ValueError(f"branch at 'all' or 'mistakes', not {at!r}")
+    trajs = run_episodes(model, tokenizer, tasks, attempts=1, policy_version=policy_version, temperature=0.0,
+                         max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg, seed=seed, policy_step=policy_step)  # fmt: skip
+    gen = torch.Generator().manual_seed(seed)
+    # walk each greedy trajectory once: the environment and the steps to go at every state, the greedy step's progress
+    states: list[tuple[Trajectory, int, Environment, int]] = []
+    for tr in trajs:
+        env = tr.task.make_env()
+        env.reset()
+        here: list[tuple[int, Environment, int | None, float]] = []
+        actions: list[str] = []
+        before = env.steps_to_go()  # type: ignore[attr-defined]
+        for t, st in enumerate(tr.steps):
+            snap = _clone(env, tr.task, actions)
+            if not st.readable:
+                here.append((t, snap, before, -1.0))
+                break
+            _, done, _ = env.step(st.action)
+            actions.append(st.action)
+            after = None if done else env.steps_to_go()  # type: ignore[attr-defined]
+            here.append((t, snap, before, shaped(before, after, done, done and env.verify()[0])))
+            if done:
+                break
+            before = after
+        # a state that can no longer pass teaches nothing about progress; with `at="mistakes"` only the states where
+        # the greedy step did not move the task along are branched (the errors evaluation would make)
+        keep = [(t, e, b) for t, e, b, r in here if b is not None and (at == "all" or r < 1.0)]
+        if len(keep) > max_states:
+            keep = [keep[i] for i in sorted(torch.randperm(len(keep), generator=gen)[:max_states].tolist())]
+        states += [(tr, t, e, b) for t, e, b in keep]  # type: ignore[misc]
+    prompts = [tr.steps[t].prompt_ids for tr, t, _, _ in states for _ in range(group_size)]
+    outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen)
+    from training.prompt import parse_answer
+
+    cands: list[Candidate] = []
+    for k, s in enumerate(outs):
+        g = k // group_size
+        tr, t, env, before = states[g]
+        parsed = parse_answer(s.text) if s.finished else None
+        ok = parsed is not None and _readable(parsed[1])
+        if ok:
+            e = _clone(env, tr.task, [x.action for x in tr.steps[:t]])
+            _, done, _ = e.step(parsed[1])  # type: ignore[index]
+            r = progress_reward(before, e, done, True)
+        else:
+            r = progress_reward(before, env, False, False)
+        cands.append(Candidate(g, list(prompts[k]), s.token_ids, s.logprobs, r))
+    rs = [c.reward for c in cands]
+    stats = {
+        "states": len(states),
+        "greedy_pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
+        "step_reward_mean": sum(rs) / max(1, len(rs)),
+        "forward_share": sum(r > 0 for r in rs) / max(1, len(rs)),
+        "gen_tokens": sum(len(c.response_ids) for c in cands) + sum(tr.n_agent_tokens for tr in trajs),
+    }
+    return cands, trajs, stats
+
+
+def step_advantages(cands: Sequence[Candidate], eps: float = 1e-6) -> tuple[list[Candidate], list[float], float]:
+    """Group-relative advantages per state; groups whose candidates all scored the same are dropped. Returns the
+    kept candidates, their advantages and the all-equal share."""
+    by: dict[int, list[Candidate]] = {}
+    for c in cands:
+        by.setdefault(c.state, []).append(c)
+    kept: list[Candidate] = []
+    adv: list[float] = []
+    equal = 0
+    for group in by.values():
+        rs = torch.tensor([c.reward for c in group])
+        if len(group) < 2 or bool((rs == rs[0]).all()):
+            equal += 1
+            continue
+        a = (rs - rs.mean()) / (rs.std(unbiased=False) + eps)
+        kept += group
+        adv += a.tolist()
+    return kept, adv, equal / max(1, len(by))
