@@ -126,6 +126,9 @@ class RLConfig:
     groups: str = "episode"
     max_states: int = 12  # step groups: at most this many states of one attempt are branched
     branch_at: str = "all"  # step groups: branch every state, or only "mistakes" (the greedy step did not earn +1)
+    #: Which of a response's tokens get its advantage: "response" (all) or "action" (from `\nAction:` on; the
+    #: thought is then context, as the observation is).
+    credit: str = "response"
     iterations: int = 2  # roll out -> update rounds (each one policy version)
     tasks_per_iter: int = 16
     group_size: int = 8  # attempts per task (GRPO's group; the all-equal filter and the curriculum use it for PPO too)

@@ -325,15 +325,29 @@ def _step_batch(policy: Policy, tasks: Sequence[TaskInfo], cfg: RLConfig, prompt
     if cur:
         stats.update(cur.update(trajs))
     mean_len = _mean([len(c.response_ids) for c in kept]) or 1.0
+    marker = policy.tokenizer("\nAction:", add_special_tokens=False)["input_ids"] if cfg.credit == "action" else []
     seqs = []
     for c, a in zip(kept, adv):
         a = a * cfg.negative_weight if a < 0 else a
         n = len(c.response_ids)
         if n:
             w = mean_len / n if cfg.loss_norm == "trajectory" else 1.0
+            per_token = torch.full((n,), a)
+            per_token[: action_start(c.response_ids, marker)] = 0.0
             seqs.append(StepSeq(c.prompt_ids + c.response_ids, len(c.prompt_ids), torch.tensor(c.logprobs),
-                                torch.full((n,), a), torch.zeros(n), w))  # fmt: skip
+                                per_token, torch.zeros(n), w))  # fmt: skip
     return seqs, stats, ()
+
+
+def action_start(ids: Sequence[int], marker: Sequence[int]) -> int:
+    """The index of the first token after `marker` in `ids` (0 without a marker or when it is absent)."""
+    k = len(marker)
+    if not k:
+        return 0
+    for i in range(len(ids) - k + 1):
+        if list(ids[i : i + k]) == list(marker):
+            return i + k
+    return 0
 
 
 def train_rl(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.training.test_practice import YES, TwoButtons, _biased_policy, _pass_rate, _reward, two_button_tasks
+from training.base import BASE_MODEL
 from training.branch import Candidate, progress_reward, step_advantages
 from training.config import OptimConfig, RLConfig
 from training.envs import training_tasks
@@ -107,3 +108,17 @@ def test_rl_with_step_groups_takes_the_tiny_env_from_near_0_to_near_1_and_a_flip
         assert after >= 0.8, (before, after, [h["pass_rate"] for h in hist])
     else:
         assert after <= 0.05, (before, after, [h["pass_rate"] for h in hist])
+
+
+def test_action_credit_starts_after_the_action_marker() -> None:
+    from training.model import Policy
+    from training.rl import action_start
+
+    tok = Policy.load(BASE_MODEL).tokenizer
+    ids = tok("Thought: the Save button\nAction: click(point='<point>10 20</point>')", add_special_tokens=False)[
+        "input_ids"
+    ]
+    marker = tok("\nAction:", add_special_tokens=False)["input_ids"]
+    k = action_start(ids, marker)
+    assert tok.decode(ids[k:]).strip().startswith("click(") and "Save" in tok.decode(ids[:k])
+    assert action_start(ids, []) == 0 and action_start(ids[:3], marker) == 0
