@@ -27,6 +27,7 @@ import torch
 
 from schemas.prompt import PromptConfig
 from training.generate import sample
+from training.prompt import parse_answer
 from training.rollout import Environment, TaskInfo, Trajectory, _readable, run_episodes
 
 
@@ -98,6 +99,9 @@ def step_groups(
     for tr in trajs:
         env = tr.task.make_env()
         env.reset()
+        if not hasattr(env, "steps_to_go"):
+            raise ValueError(f"step groups need an environment with steps_to_go() ({tr.task.app} has none): "
+                             "use groups='episode'")  # fmt: skip
         here: list[tuple[int, Environment, int | None, float]] = []
         actions: list[str] = []
         before = env.steps_to_go()  # type: ignore[attr-defined]
@@ -121,8 +125,6 @@ def step_groups(
         states += [(tr, t, e, b) for t, e, b in keep]  # type: ignore[misc]
     prompts = [tr.steps[t].prompt_ids for tr, t, _, _ in states for _ in range(group_size)]
     outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen)
-    from training.prompt import parse_answer
-
     cands: list[Candidate] = []
     for k, s in enumerate(outs):
         g = k // group_size

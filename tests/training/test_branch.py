@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from schemas.prompt import PromptConfig
 from tests.training.test_practice import YES, TwoButtons, _biased_policy, _pass_rate, _reward, two_button_tasks
 from training.base import BASE_MODEL
 from training.branch import Candidate, progress_reward, step_advantages
@@ -122,3 +123,11 @@ def test_action_credit_starts_after_the_action_marker() -> None:
     k = action_start(ids, marker)
     assert tok.decode(ids[k:]).strip().startswith("click(") and "Save" in tok.decode(ids[:k])
     assert action_start(ids, []) == 0 and action_start(ids[:3], marker) == 0
+
+
+def test_step_groups_refuse_an_environment_without_a_progress_signal_in_one_line(tiny_policy) -> None:
+    from training.branch import step_groups
+
+    with pytest.raises(ValueError, match="steps_to_go"):
+        step_groups(tiny_policy.model, tiny_policy.tokenizer, two_button_tasks(2, 0), group_size=2, temperature=1.0,
+                    max_new_tokens=8, prompt_cfg=PromptConfig(), policy_version="v", seed=0)  # fmt: skip
