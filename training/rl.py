@@ -366,6 +366,9 @@ def train_rl(
     one record of metrics per iteration. `known_good` (a task and a solution's actions) is scored first and must
     earn the full reward. `rehearsal` (encoded SFT examples) adds `cfg.rehearsal_coef` x their masked loss to every
     policy step (InstructGPT's PPO-ptx): practice must not unlearn what copying taught."""
+    if cfg.groups not in ("episode", "step") or cfg.credit not in ("response", "action"):
+        raise ValueError(f"RLConfig: groups is 'episode' or 'step' (not {cfg.groups!r}), credit 'response' or "
+                         f"'action' (not {cfg.credit!r})")  # fmt: skip
     if known_good is not None:
         r, _ = known_good_reward(known_good[0], known_good[1], lambda t: shaped_rewards(t, verifier, cfg))
         if r < 1.0 - 1e-6 - cfg.length_penalty * len(known_good[1]):
@@ -400,13 +403,13 @@ def train_rl(
         else:
             seqs, stats, batch = _episode_batch(policy, tasks, verifier, cfg, prompt_cfg, max_new_tokens, seed + it, it,
                                                 cur, replay)  # fmt: skip
+        samples += stats.pop("samples", 0)
         if not seqs:  # nothing to learn from this time (every group all-equal): the next tasks differ
             stats["updates"] = 0
             hist.append(stats)
             if on_iter:
                 on_iter(it, stats)
             continue
-        samples += stats.pop("samples")
         tokens += sum(len(s.ids) for s in seqs)
         # 6. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
         if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:

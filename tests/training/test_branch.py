@@ -131,3 +131,11 @@ def test_step_groups_refuse_an_environment_without_a_progress_signal_in_one_line
     with pytest.raises(ValueError, match="steps_to_go"):
         step_groups(tiny_policy.model, tiny_policy.tokenizer, two_button_tasks(2, 0), group_size=2, temperature=1.0,
                     max_new_tokens=8, prompt_cfg=PromptConfig(), policy_version="v", seed=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [{"groups": "steps"}, {"credit": "thought"}])
+def test_an_unknown_group_or_credit_setting_is_refused_before_training(tiny_policy, bad: dict) -> None:
+    import training.rl as rl
+
+    with pytest.raises(ValueError, match="RLConfig"):
+        rl.train_rl(tiny_policy, stepped_tasks, _reward, RLConfig(iterations=1, **bad), max_new_tokens=8)
