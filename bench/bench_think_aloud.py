@@ -3,7 +3,8 @@
 Figures (ratios against a baseline measured in the same run):
 - ASR speed: audio seconds per ASR second, against a target of 10x real time (tiny.en, 2 cores; the model is
   loaded once per process and warmed first, as in a batch run). The whole ASR path as ingestion runs it: the
-  channel check, priming with the session's instruction and app, per-channel passes, the language gate.
+  channel check, priming with the session's instruction and app, per-channel passes, the language gate and
+  the voice-activity check for speech ASR gave no words.
 - priming's cost: the same ASR path with priming off, interleaved with the primed runs (no target).
 - the rest of ingestion: ASR seconds / (reading + event reduction + screenshots + alignment + cleanup + PII
   seconds) on the same session; >= 5x means the rest costs < 20% of the ASR time.

@@ -4,8 +4,9 @@ Speech is assigned word by word (by each word's midpoint), so one ASR segment th
 split there: words between the previous action and this one (both shifted by `tolerance_s`, because people
 finish a sentence while already clicking) belong to this action. Words after the last action are unaligned
 speech. Within a step, words are joined utterance by utterance in order of the utterances' starts, so two
-speakers talking at once (two channels) are not interleaved word by word. Words of flagged segments (hallucinations, another language, low confidence) are never used as
-thoughts; a step left without trusted words says which flag took them (else "no_speech").
+speakers talking at once (two channels) are not interleaved word by word. Words of flagged segments
+(another language, speech ASR gave no words, hallucinations, low confidence) are never used as thoughts; a
+step left without trusted words says which flag took them (else "no_speech": nothing was heard).
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ingest.asr import HALLUCINATION_FLAGS, Transcript, Word, join_words
+from ingest.asr import HALLUCINATION_FLAGS, UNRECOGNISED, Transcript, Word, join_words
+
+#: why a step's words were not used, most telling first: real speech (another language, or speech ASR gave no
+#: words) before what ASR may have invented or was unsure of
+UNTRUSTED = ("other_language", UNRECOGNISED, "hallucination", "low_confidence")
 
 
 @dataclass(frozen=True)
 class AlignedSpeech:
     raw: str  # the words as recognised ("" when none)
-    flag: str | None  # "no_speech" | "hallucination" | "other_language" | "low_confidence" | None
+    flag: str | None  # "no_speech" | "other_language" | "unrecognised_speech" | "hallucination" | "low_confidence"
     confidence: float | None  # mean word probability
     speech_s: float
 
@@ -35,6 +40,7 @@ class AlignMetrics:
     hallucinated_segments: int
     other_language_segments: int = 0
     low_confidence_segments: int = 0
+    unrecognised_segments: int = 0
 
 
 def align(
@@ -46,7 +52,7 @@ def align(
     buckets: list[list[tuple[float, int, Word]]] = [[] for _ in range(n)]  # (utterance start, channel, word)
     dropped: list[set[str]] = [set() for _ in range(n)]  # why words of this step were not used
     unaligned = 0.0
-    counts = {"hallucination": 0, "other_language": 0, "low_confidence": 0}
+    counts = dict.fromkeys(UNTRUSTED, 0)
     for seg in transcript.segments if transcript else ():
         words = seg.words or (Word(seg.t_start, seg.t_end, " " + seg.text, seg.confidence),)
         why = _why_untrusted(seg.flags)
@@ -73,7 +79,7 @@ def align(
                 )
             )
         else:
-            flag = next((f for f in ("other_language", "hallucination", "low_confidence") if f in dropped[i]), None)
+            flag = next((f for f in UNTRUSTED if f in dropped[i]), None)
             out.append(AlignedSpeech("", flag or "no_speech", None, 0.0))
     with_thought = sum(1 for a in out if a.raw)
     return out, AlignMetrics(
@@ -85,13 +91,11 @@ def align(
         hallucinated_segments=counts["hallucination"],
         other_language_segments=counts["other_language"],
         low_confidence_segments=counts["low_confidence"],
+        unrecognised_segments=counts[UNRECOGNISED],
     )
 
 
 def _why_untrusted(flags: tuple[str, ...]) -> str | None:
-    """The one reason a flagged segment is not a thought: another language first (it is real speech)."""
-    if "other_language" in flags:
-        return "other_language"
-    if any(f in HALLUCINATION_FLAGS for f in flags):
-        return "hallucination"
-    return "low_confidence" if "low_confidence" in flags else None
+    """The one reason a flagged segment is not a thought (the first of UNTRUSTED that applies)."""
+    named = {"hallucination" if f in HALLUCINATION_FLAGS else f for f in flags}
+    return next((f for f in UNTRUSTED if f in named), None)

@@ -29,7 +29,10 @@ from core.errors import InputError
 SAMPLE_RATE = 16000
 OPENAI_PREFIX = "openai-whisper:"
 HALLUCINATION_FLAGS = ("repeated_ngram", "over_silence")
+UNRECOGNISED = "unrecognised_speech"  # voice activity in the configured language(s) that ASR gave no words
 SILENCE_DB = -50.0  # RMS below this is silence, whatever the model wrote
+#: Silero VAD settings of the ASR pass; `speech_regions` uses the same, so both agree on where speech is
+VAD_PARAMETERS = {"min_silence_duration_ms": 300, "speech_pad_ms": 200}
 
 
 class AudioError(InputError):
@@ -60,7 +63,7 @@ class Segment:
     confidence: float  # exp(avg_logprob): mean token probability
     no_speech_prob: float
     words: tuple[Word, ...] = ()
-    flags: tuple[str, ...] = ()  # HALLUCINATION_FLAGS, "other_language", "low_confidence"
+    flags: tuple[str, ...] = ()  # HALLUCINATION_FLAGS, "other_language", "low_confidence", UNRECOGNISED
     channel: int = 0  # the audio channel it was heard on (0 for mono and identical channels)
     language: str | None = None  # detected language of this utterance
     language_prob: float | None = None  # the language identifier's probability; None when it was not asked
@@ -106,7 +109,8 @@ def shift_segment(s: Segment, dt: float) -> Segment:
 
 def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600, split_stereo: bool = False) -> np.ndarray:
     """Decode any audio PyAV reads (wav, flac, mp3, ogg, m4a, a video's audio track) to 16 kHz mono float32, or
-    with split_stereo to a (2, n) array of the left and right channels (a mono file gives two equal rows)."""
+    with split_stereo to a (2, n) array of the left and right channels (a mono file gives two equal rows, each
+    the mono decode: PyAV's upmix to stereo would lower it by 3 dB, and the level checks with it)."""
     import io
 
     from faster_whisper.audio import decode_audio
@@ -117,9 +121,10 @@ def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600, split_
     if not isinstance(source, (bytes, bytearray)) and Path(source).stat().st_size == 0:
         raise AudioError("audio_empty", f"{Path(source).name} is empty (0 bytes)")
     try:
-        audio = decode_audio(src, sampling_rate=SAMPLE_RATE, split_stereo=split_stereo)
+        mono = split_stereo and _channels(src) == 1
+        audio = decode_audio(src, sampling_rate=SAMPLE_RATE, split_stereo=split_stereo and not mono)
         if split_stereo:
-            audio = np.stack(audio)
+            audio = np.stack([audio, audio] if mono else audio)
     except Exception as e:  # noqa: BLE001 - PyAV raises many types for broken input
         raise AudioError("audio_undecodable", f"cannot decode audio: {type(e).__name__}: {str(e)[:200]}") from None
     if audio.size == 0:
@@ -133,11 +138,35 @@ def load_audio(source: str | Path | bytes, max_seconds: float = 4 * 3600, split_
     return audio
 
 
+def _channels(src: Any) -> int:
+    """The first audio stream's channel count (0 when it cannot be read: decoding then says why)."""
+    import av
+
+    try:
+        with av.open(src) as c:
+            return int(c.streams.audio[0].channels) if c.streams.audio else 0
+    except Exception:  # noqa: BLE001 - PyAV raises many types for broken input
+        return 0
+    finally:
+        if hasattr(src, "seek"):
+            src.seek(0)
+
+
 def rms_db(audio: np.ndarray, t0: float, t1: float) -> float:
     seg = audio[max(0, int(t0 * SAMPLE_RATE)) : max(0, int(t1 * SAMPLE_RATE))]
     if seg.size == 0:
         return -120.0
     return float(20 * math.log10(float(np.sqrt(np.mean(seg.astype(np.float64) ** 2))) + 1e-9))
+
+
+def speech_regions(audio: np.ndarray) -> list[tuple[float, float]]:
+    """(start, end) seconds of the voice activity Silero VAD finds, with the ASR pass's settings. Why again
+    after ASR: faster-whisper keeps its VAD chunks to itself, and speech it then decoded to nothing (a language
+    the English model cannot hear) is still speech; the VAD costs about 0.2% of real time."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    chunks = get_speech_timestamps(audio, VadOptions(**VAD_PARAMETERS))
+    return [(c["start"] / SAMPLE_RATE, c["end"] / SAMPLE_RATE) for c in chunks]
 
 
 # --- hallucination heuristics ------------------------------------------------------------------------------------
@@ -331,7 +360,7 @@ def decode(
             temperature=0.0,
             word_timestamps=True,
             vad_filter=cfg.vad,
-            vad_parameters={"min_silence_duration_ms": 300, "speech_pad_ms": 200},
+            vad_parameters=VAD_PARAMETERS,
             condition_on_previous_text=False,  # a loop in one segment must not seed the next
             initial_prompt=prompt_tokens(model, prompt) if prompt else None,
         )

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ingest.asr import SAMPLE_RATE, AsrConfig, Transcript, transcribe
-from ingest.language import identify_segments
+from ingest.language import identify_segments, unheard_speech
 
 SILENT_DBFS = -60.0  # a channel quieter than this holds no speech
 SAME_RATIO = 0.05  # channels whose difference is under 5% of their level are one recording
@@ -38,7 +38,8 @@ def channels_to_transcribe(stereo: np.ndarray) -> list[tuple[int, np.ndarray]]:
 def _transcribe_one(audio: np.ndarray, cfg: AsrConfig, prompt: str | None, channel: int) -> Transcript:
     t0 = time.perf_counter()
     tr = transcribe(audio, cfg, prompt, channel=channel)
-    segments = tuple(identify_segments(tr.segments, audio, cfg, tr.language))
+    heard = identify_segments(tr.segments, audio, cfg, tr.language)
+    segments = tuple(sorted([*heard, *unheard_speech(audio, heard, cfg, channel)], key=lambda s: s.t_start))
     return replace(tr, segments=segments, asr_seconds=time.perf_counter() - t0)
 
 

@@ -7,6 +7,12 @@ model's own confidence is the gate: segments it decoded with confidence >= `AsrC
 language (probability None: not asked), the rest are identified. Speech outside `AsrConfig.languages` keeps
 its raw text (re-transcribed by `multilingual_model` when one is set) and is flagged "other_language"; other
 unsure speech is flagged "low_confidence". Flagged segments never become thoughts.
+
+Speech the English model decoded to nothing (faster-whisper drops a window it judges no-speech with a low log
+probability, which is what tiny.en makes of French or German when primed) is still speech: `unheard_speech`
+finds voice activity that no recognised word covers and identifies its language the same way, so it is flagged
+"other_language" with that language, or "unrecognised_speech" when it is a configured language, never
+"no_speech". Silence and noise have no voice activity, so they stay "no_speech".
 """
 
 from __future__ import annotations
@@ -21,24 +27,41 @@ from ingest.asr import (
     HALLUCINATION_FLAGS,
     SAMPLE_RATE,
     SILENCE_DB,
+    UNRECOGNISED,
     Segment,
     decode,
     faster_whisper_model,
     resolve_model,
     rms_db,
     shift_segment,
+    speech_regions,
 )
 
 if TYPE_CHECKING:
     from ingest.asr import AsrConfig
 
 
-def identify(audio: np.ndarray, cfg: AsrConfig) -> tuple[str, float]:
-    """(language, probability) of a clip by the multilingual `cfg.lid_model`."""
+def language_probs(audio: np.ndarray, cfg: AsrConfig) -> list[tuple[str, float]]:
+    """Every language's probability for a clip by the multilingual `cfg.lid_model`, most likely first."""
     _, path = resolve_model(cfg.lid_model or "base")
     model = faster_whisper_model(path, cfg.device, cfg.compute_type, cfg.cpu_threads)
-    lang, prob, _ = model.detect_language(audio, language_detection_segments=1)
-    return str(lang), float(prob)
+    _, _, probs = model.detect_language(audio, language_detection_segments=1)
+    return [(str(k), float(v)) for k, v in probs]
+
+
+def identify(audio: np.ndarray, cfg: AsrConfig) -> tuple[str, float]:
+    """(language, probability) of a clip: the identifier's most likely language."""
+    return language_probs(audio, cfg)[0]
+
+
+def identify_unheard(audio: np.ndarray, cfg: AsrConfig) -> tuple[str, float]:
+    """(language, probability) of speech the main model gave no words: a configured language only when the
+    identifier gives it >= UNHEARD_SURE, else the most likely other language. Why: the English model hearing
+    nothing is itself evidence against English; the first French step of the corpus scored en 0.42, fr 0.38."""
+    probs = language_probs(audio, cfg)
+    if probs[0][0] in cfg.languages and probs[0][1] < UNHEARD_SURE:
+        return next(((k, p) for k, p in probs if k not in cfg.languages), probs[0])
+    return probs[0]
 
 
 def _clip(audio: np.ndarray, seg: Segment, pad_s: float = 0.1) -> np.ndarray:
@@ -77,6 +100,56 @@ def identify_segments(
         elif seg.confidence < cfg.low_confidence and not any(f in HALLUCINATION_FLAGS for f in flags):
             flags.append("low_confidence")
         out.append(replace(seg, flags=tuple(flags), language=lang, language_prob=prob))
+    return out
+
+
+#: a word covers the audio this far either side (Whisper's word times are approximate; VAD pads 0.2 s)
+COVER_S = 0.3
+#: uncovered voice activity shorter than this is not asked about (a breath, a click, a clipped word's tail)
+UNHEARD_MIN_S = 0.8
+#: the identifier's probability from which unheard speech counts as a configured language (see identify_unheard)
+UNHEARD_SURE = 0.5
+
+
+def uncovered(
+    regions: Sequence[tuple[float, float]], segments: Sequence[Segment], cover_s: float = COVER_S
+) -> list[tuple[float, float]]:
+    """The parts of the voice-activity regions that no segment's words (or wordless segment) come within
+    cover_s of, each at least UNHEARD_MIN_S long."""
+    spans = sorted(
+        (w.t_start - cover_s, w.t_end + cover_s)
+        for s in segments
+        for w in (s.words or ((s,) if s.t_end > s.t_start else ()))
+    )
+    out = []
+    for a, b in regions:
+        t = a
+        for c, d in spans:
+            if d <= t or c >= b:
+                continue
+            if c - t >= UNHEARD_MIN_S:
+                out.append((t, c))
+            t = max(t, d)
+        if b - t >= UNHEARD_MIN_S:
+            out.append((t, b))
+    return out
+
+
+def unheard_speech(audio: np.ndarray, segments: Sequence[Segment], cfg: AsrConfig, channel: int = 0) -> list[Segment]:
+    """A flagged, wordless segment for each stretch of voice activity ASR gave no words: "other_language" with
+    the identified language (re-transcribed by `multilingual_model` when set), else "unrecognised_speech"."""
+    out = []
+    for a, b in uncovered(speech_regions(audio), segments):
+        if rms_db(audio, a, b) < SILENCE_DB:
+            continue
+        seg = Segment(a, b, "", 0.0, 0.0, channel=channel)
+        lang, prob = identify_unheard(_clip(audio, seg, 0.0), cfg) if cfg.lid_model else (None, None)
+        if lang is not None and lang not in cfg.languages:
+            if cfg.multilingual_model:
+                seg = _retranscribe(seg, audio, cfg, lang)
+            out.append(replace(seg, flags=("other_language",), language=lang, language_prob=prob))
+        else:
+            out.append(replace(seg, flags=(UNRECOGNISED,), language=lang, language_prob=prob))
     return out
 
 

@@ -38,7 +38,7 @@ from ingest.archives import (  # re-exported: callers name them as think_aloud's
     kind_of,
     open_input,
 )
-from ingest.asr import AsrConfig, AudioError, Transcript, load_audio
+from ingest.asr import UNRECOGNISED, AsrConfig, AudioError, Transcript, load_audio
 from ingest.channels import transcribe_channels
 from ingest.events import TimedAction, parse_jsonl, reduce_events, to_table, validate
 from ingest.formats.bundle import MANIFEST, BundleManifest, load_schema
@@ -351,11 +351,13 @@ def build_episode(
     problems = list(s.problems)
     if transcript is None:
         problems.append("no_audio")
-    elif not metrics.thought_share:
-        problems.append("no_speech")  # every step is flagged; the session says so too
+    elif not metrics.thought_share:  # every step is flagged; the session says so too
+        heard = any(st.thought_flag in ("other_language", UNRECOGNISED) for st in steps)
+        problems.append("no_thoughts" if heard else "no_speech")  # speech no thought could be made of, or none
     for name, n in (("hallucinated_segments", metrics.hallucinated_segments),
                     ("other_language_segments", metrics.other_language_segments),
-                    ("low_confidence_segments", metrics.low_confidence_segments)):  # fmt: skip
+                    ("low_confidence_segments", metrics.low_confidence_segments),
+                    ("unrecognised_speech_segments", metrics.unrecognised_segments)):  # fmt: skip
         if n:
             problems.append(f"{name}:{n}")
     rejected = sum(1 for st in steps if st.thought_flag == "llm_rejected")

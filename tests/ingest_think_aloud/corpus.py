@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +93,9 @@ class Case:
     """One corpus session: how to build it and what each step should say ("" = no thought, flagged)."""
 
     name: str
-    kind: (
-        str  # english | names | other_language | mixed_language | two_channel | per_channel | mono_mix | silent | split
-    )
+    #: english | names | other_language | mixed_language | two_channel | per_channel | one_of_two | mono_mix |
+    #: silent | split
+    kind: str
     steps: tuple[ScriptedStep, ...]
     expected: tuple[str, ...]  # the thought each step should land with
     voice: str = "en-us"
@@ -104,6 +105,7 @@ class Case:
     elements: tuple[str, ...] = ()
     instruction: str = "Fix the report, save it and recolor the chart."
     noise: bool = False  # replace the audio with pink noise of the same length (sox)
+    remix: int | None = None  # keep only this channel of the (two-channel) audio, as a mono file (sox)
     priming: bool = True
     expected_actions: tuple[str, ...] = ()
     languages: tuple[str, ...] = ()  # the language of each step's speech (non-English cases)
@@ -143,6 +145,8 @@ def cases(quick: bool = False) -> list[Case]:
     duo = tuple(ScriptedStep(t, ev, png, channel=0, aside=a) for (t, ev), a in zip(en, ASIDES))
     out.append(Case("two-channel", "two_channel", duo, tuple(t for t, _ in en), channels=2))
     out.append(Case("mono-mix", "mono_mix", duo, tuple(t for t, _ in en), channels=1))
+    for ch in (0, 1):  # each channel of the two-channel recording, on its own: the per-channel WER, same audio
+        out.append(Case(f"two-channel-{ch}", "one_of_two", duo, tuple(t for t, _ in en), channels=2, remix=ch))
     out.append(Case("channel-0-alone", "per_channel", tuple(replace(s, aside="") for s in duo),
                     tuple(t for t, _ in en)))  # fmt: skip
     out.append(Case("channel-1-alone", "per_channel",
@@ -163,6 +167,12 @@ def build(case: Case, root: Path) -> Path:
         secs = subprocess.run(["soxi", "-D", str(wav)], capture_output=True, text=True, check=True).stdout.strip()
         subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", str(wav), "synth", secs, "pinknoise",
                         "vol", "0.3"], check=True)  # fmt: skip
+    if case.remix is not None:
+        wav = b / "audio.wav"
+        both = wav.with_name("both.wav")
+        wav.rename(both)
+        subprocess.run(["sox", str(both), str(wav), "remix", str(case.remix + 1)], check=True)
+        both.unlink()
     return b
 
 
@@ -174,10 +184,23 @@ def words(s: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", re.sub(r"(?<=\d),(?=\d{3})", "", s.lower()))
 
 
-def edits(ref: str, hyp: str) -> tuple[int, int]:
+@lru_cache(maxsize=1)
+def _normaliser() -> Callable[[str], str]:
+    from whisper.normalizers import EnglishTextNormalizer
+
+    return EnglishTextNormalizer()
+
+
+def normalised_words(s: str) -> list[str]:
+    """Words after Whisper's English text normaliser (the one Whisper's published WER uses), for a second WER
+    figure: it also takes contractions, spelling and money ("1800 dollars" = "$1,800") as written alike."""
+    return _normaliser()(s).split()
+
+
+def edits(ref: str, hyp: str, split: Callable[[str], list[str]] = words) -> tuple[int, int]:
     """(word edits, reference words): WER = edits / words, summed over a corpus before dividing."""
-    r = words(ref)
-    return Levenshtein.distance(r, words(hyp)), len(r)
+    r = split(ref)
+    return Levenshtein.distance(r, split(hyp)), len(r)
 
 
 def on_right_action(expected: Sequence[str], i: int, thought: str) -> bool:
@@ -220,8 +243,18 @@ def ingest(case: Case, bundle: Path, lake_root: Path) -> Result:
     if o.quarantined:
         raise RuntimeError(f"{case.name} was quarantined: {o.quarantined[0].message}")
     ep = o.episodes[0]
-    steps = [{"action": s.action, "thought": s.thought, "raw": s.raw_thought, "flag": s.thought_flag} for s in ep.steps]
+    steps = [{"action": s.action, "thought": s.thought, "raw": s.raw_thought, "flag": s.thought_flag, "t": s.t_start}
+             for s in ep.steps]  # fmt: skip
     return Result(case, steps, o.session_row or {}, ep.meta["transcript"], o.timings)
+
+
+def step_languages(r: Result, i: int, tolerance_s: float = 0.3) -> set[str]:
+    """Languages of the other-language utterances whose midpoint falls in step i's window (after the previous
+    action, up to this one; both + the alignment tolerance)."""
+    lo = r.steps[i - 1]["t"] + tolerance_s if i else float("-inf")
+    hi = r.steps[i]["t"] + tolerance_s
+    return {u["language"] for u in r.transcript
+            if "other_language" in u["flags"] and lo < (u["t_start"] + u["t_end"]) / 2 <= hi}  # fmt: skip
 
 
 def _ratio(a: int, b: int) -> float | None:
@@ -233,20 +266,26 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
     by = {r.case.name: r for r in results}
     f: dict[str, Any] = {}
     eng = [r for r in results if r.case.kind in ("english", "split")]
-    e = n = 0
+    e = n = ne = nw = 0  # nw, ne: words and edits after the Whisper normaliser
     per: dict[str, float | None] = {}
     for r in eng:
         ee, nn = edits(" ".join(r.case.expected), " ".join(s["thought"] for s in r.steps))
         per[r.case.name] = _ratio(ee, nn)
         e, n = e + ee, n + nn
+        ee, nn = edits(" ".join(r.case.expected), " ".join(s["thought"] for s in r.steps), normalised_words)
+        ne, nw = ne + ee, nw + nn
     by_voice: dict[str, list[int]] = {}
     for r in eng:
         if r.case.name.startswith(("en-", "numbers-")):
-            ee, nn = edits(" ".join(r.case.expected), " ".join(s["thought"] for s in r.steps))
-            acc = by_voice.setdefault(f"{r.case.voice} {r.case.wpm} wpm", [0, 0])
-            acc[0], acc[1] = acc[0] + ee, acc[1] + nn
+            ref, hyp = " ".join(r.case.expected), " ".join(s["thought"] for s in r.steps)
+            (ee, nn), (qe, qn) = edits(ref, hyp), edits(ref, hyp, normalised_words)
+            acc = by_voice.setdefault(f"{r.case.voice} {r.case.wpm} wpm", [0, 0, 0, 0])
+            acc[:] = [acc[0] + ee, acc[1] + nn, acc[2] + qe, acc[3] + qn]
     f["english_wer"] = {"wer": _ratio(e, n), "edits": e, "words": n, "sessions": len(eng), "per_session": per,
-                        "per_voice_and_speed": {k: _ratio(a, b) for k, (a, b) in by_voice.items()}}  # fmt: skip
+                        "per_voice_and_speed": {k: _ratio(a, b) for k, (a, b, _, _) in by_voice.items()},
+                        "wer_whisper_normaliser": _ratio(ne, nw),
+                        "per_voice_and_speed_whisper_normaliser": {k: _ratio(c, d)
+                                                                   for k, (_, _, c, d) in by_voice.items()}}  # fmt: skip
     right = total = 0
     wrong = []
     for r in results:
@@ -271,11 +310,16 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
     foreign_steps = [(r, i) for r in other for i, lang in enumerate(r.case.languages) if lang != "en"]
     became = sum(1 for r, i in foreign_steps if r.steps[i]["thought"])
     flagged = sum(1 for r, i in foreign_steps if r.steps[i]["flag"] == "other_language")
+    with_language = sum(1 for r, i in foreign_steps if r.steps[i]["flag"] == "other_language"
+                        and r.case.languages[i] in step_languages(r, i))  # fmt: skip
     utt = [u for r in other for u in r.transcript if "other_language" in u["flags"]]
     f["other_language"] = {"non_english_steps": len(foreign_steps), "became_thoughts": became,
-                           "steps_flagged_other_language": flagged, "utterances_flagged": len(utt),
+                           "steps_flagged_other_language": flagged,
+                           "steps_flagged_with_their_language": with_language, "utterances_flagged": len(utt),
+                           "wordless_utterances": sum(1 for u in utt if not u["text"]),
                            "utterance_languages": sorted({u["language"] for u in utt}),
-                           "session_languages": {r.case.name: r.session.get("asr_language") for r in other}}  # fmt: skip
+                           "session_languages": {r.case.name: r.session.get("asr_language") for r in other},
+                           "session_problems": {r.case.name: r.session.get("problems") for r in other}}  # fmt: skip
     if "two-channel" in by:
         two = by["two-channel"]
 
@@ -288,10 +332,14 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
                  edits(refs[1], channel_text(by["channel-1-alone"], 0))]  # fmt: skip
         mix = by["mono-mix"]
         mix_e = edits(" ".join(refs), " ".join(u["text"] for u in mix.transcript))
+        own = [edits(refs[c], channel_text(by[f"two-channel-{c}"], 0)) for c in (0, 1)]
         sw, aw = _ratio(sum(a for a, _ in stereo), sum(b for _, b in stereo)), _ratio(sum(a for a, _ in alone),
                                                                                     sum(b for _, b in alone))  # fmt: skip
-        f["two_channel"] = {"two_channel_wer": sw, "per_channel_alone_wer": aw,
-                            "points_apart": None if sw is None or aw is None else round(100 * (sw - aw), 2),
+        ow = _ratio(sum(a for a, _ in own), sum(b for _, b in own))
+        f["two_channel"] = {"two_channel_wer": sw, "per_channel_wer": ow,
+                            "points_apart": None if sw is None or ow is None else round(100 * (sw - ow), 2),
+                            "per_channel_alone_wer": aw,
+                            "points_apart_from_alone": None if sw is None or aw is None else round(100 * (sw - aw), 2),
                             "words": sum(b for _, b in stereo), "mono_mix_wer": _ratio(*mix_e),
                             "steps_holding_their_annotator_thought": sum(
                                 recall(x, s["thought"]) >= 0.7 for x, s in zip(two.case.expected, two.steps)),
@@ -312,6 +360,7 @@ def figures(results: Sequence[Result]) -> dict[str, Any]:
         "steps": sum(len(r.steps) for r in sil),
         "steps_flagged": sum(1 for r in sil for s in r.steps if s["flag"]),
         "sessions_flagged_no_speech": sum(1 for r in sil if "no_speech" in r.session["problems"]),
+        "step_flags": sorted({s["flag"] for r in sil for s in r.steps}, key=str),
     }
     if "split-type" in by:
         r = by["split-type"]

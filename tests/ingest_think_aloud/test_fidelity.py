@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +23,7 @@ from ingest.align import align
 from ingest.channels import channels_to_transcribe
 from ingest.events import reduce_events
 from ingest.formats.bundle import hotkey_events, shift, synthesize, type_events
-from ingest.language import identify_segments, session_language
+from ingest.language import identify_segments, session_language, uncovered, unheard_speech
 from ingest.priming import vocabulary_prompt
 from schemas.tables import TABLES
 from storage import Lake
@@ -161,6 +165,20 @@ def test_channels_identical_stay_one_pass_different_get_one_each() -> None:
     assert [i for i, _ in channels_to_transcribe(np.stack([np.zeros_like(x), y]))] == [1]  # a silent channel
 
 
+def test_a_mono_file_decodes_at_its_own_level_as_two_equal_channels(tmp_path) -> None:
+    import soundfile as sf
+
+    x = (0.5 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 440)).astype(np.float32)
+    sf.write(tmp_path / "mono.wav", x, 16000)
+    both = asr.load_audio(tmp_path / "mono.wav", split_stereo=True)
+    assert both.shape == (2, 16000) and np.array_equal(both[0], both[1])
+    assert np.array_equal(both[0], asr.load_audio(tmp_path / "mono.wav"))  # not PyAV's upmix, 3 dB lower
+    assert np.array_equal(asr.load_audio((tmp_path / "mono.wav").read_bytes(), split_stereo=True), both)
+    sf.write(tmp_path / "stereo.wav", np.stack([x, x / 2], axis=1), 16000)
+    lr = asr.load_audio(tmp_path / "stereo.wav", split_stereo=True)
+    assert np.abs(lr[0]).max() == pytest.approx(0.5, abs=1e-3) and np.abs(lr[1]).max() == pytest.approx(0.25, abs=1e-3)
+
+
 def test_vocabulary_prompt() -> None:
     p = vocabulary_prompt("Open  Quillmate and check the draft.", "Zorblax Studio", ["Tabula view", "tabula VIEW", ""])
     assert p == "Zorblax Studio. Open Quillmate and check the draft. Tabula view."
@@ -192,6 +210,90 @@ def test_german_speech_is_flagged_with_its_language_and_transcribed_the_same_eve
     assert (out[0].raw, out[0].flag, m.other_language_segments) == ("", "other_language", len(multi))
 
 
+def test_uncovered_voice_activity_is_what_no_word_comes_near() -> None:
+    ws = (W(1.0, 1.4, " open", 0.9), W(1.5, 2.0, " it", 0.9))
+    seg = asr.Segment(1.0, 2.0, "open it", 0.9, 0.0, ws)
+    assert uncovered([(0.8, 2.2)], [seg]) == []  # the words cover their region (0.3 s either side)
+    assert uncovered([(0.8, 2.2), (4.0, 6.0)], [seg]) == [(4.0, 6.0)]  # a region ASR gave nothing
+    assert uncovered([(0.8, 4.0)], [seg]) == [(2.3, 4.0)]  # speech after the last word, 1.7 s of it
+    assert uncovered([(0.8, 2.8)], [seg]) == []  # under 0.8 s uncovered: a tail, not unheard speech
+    wordless = asr.Segment(4.0, 6.0, "", 0.0, 0.0, flags=("other_language",))
+    assert uncovered([(4.0, 6.0)], [wordless]) == []
+
+
+def _pink_noise(seconds: float) -> np.ndarray:
+    out = subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", "-t", "raw", "-", "synth", str(seconds),
+                          "pinknoise", "vol", "0.3"], capture_output=True, check=True).stdout  # fmt: skip
+    return np.frombuffer(out, dtype="<i2").astype(np.float32) / 32768
+
+
+def test_speech_asr_gave_no_words_is_flagged_with_its_language_not_no_speech() -> None:
+    """Where voice activity has no recognised words (what tiny.en, primed, makes of French), the multilingual
+    identifier names its language: French -> other_language fr; English -> unrecognised_speech; silence and
+    pink noise have no voice activity and give nothing (they stay no_speech)."""
+    if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
+        pytest.skip("espeak-ng and sox are needed")
+    cfg = asr.AsrConfig()
+    gap = np.zeros(16000, dtype=np.float32)
+    fr = np.concatenate([gap, synthesize("Maintenant je clique sur le bouton en haut.", voice="fr"), gap])
+    en = np.concatenate([gap, synthesize("Now I click the button at the top.", voice="en-us"), gap])
+    (f,) = unheard_speech(fr, [], cfg, channel=1)  # as if ASR had written nothing
+    assert unheard_speech(fr, [], cfg, channel=1) == [f]  # the same audio gives the same answer
+    assert (f.flags, f.language, f.channel, f.text) == (("other_language",), "fr", 1, "")
+    assert 0.5 < f.t_start < 1.2 and f.t_end > f.t_start + 1.5 and f.language_prob and f.language_prob > 0
+    (e,) = unheard_speech(en, [], cfg)
+    assert (e.flags, e.language) == ((asr.UNRECOGNISED,), "en") and e.language_prob and e.language_prob >= 0.5
+    heard = asr.transcribe(en, cfg)
+    assert heard.segments and unheard_speech(en, heard.segments, cfg) == []  # words cover it: nothing to add
+    assert unheard_speech(_pink_noise(20.0), [], cfg) == []
+    assert unheard_speech(np.zeros(16000 * 5, dtype=np.float32), [], cfg) == []
+    # without an identifier the speech is still flagged, with no language
+    (n,) = unheard_speech(fr, [], asr.AsrConfig(lid_model=None))
+    assert (n.flags, n.language) == ((asr.UNRECOGNISED,), None)
+    # a step whose only speech is such a segment says so, and the session counts it
+    out, m = align([0.5, 6.0], asr.Transcript("m", "en", 6.0, (f, replace(e, t_start=3.0, t_end=5.0))))
+    assert [(a.raw, a.flag) for a in out] == [("", "no_speech"), ("", "other_language")]
+    out, m = align([6.0], asr.Transcript("m", "en", 6.0, (replace(e, t_start=3.0, t_end=5.0),)))
+    assert (out[0].flag, m.unrecognised_segments, m.thought_share) == (asr.UNRECOGNISED, 1, 0.0)
+
+
+class _Cleaner(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint whose model refuses sentences about saving or dragging and otherwise
+    returns the sentence as it was said (what the guard must reject, and what it must accept)."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        said = body["messages"][-1]["content"]
+        answer = "I'm sorry, I cannot help with that request." if re.search(r"\b(save|drag)\b", said) else said
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": answer}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+def test_the_guards_rejections_are_counted_per_session(tmp_path, text_bundle_dir) -> None:
+    from ingest.think_aloud import IngestOptions, process_input
+
+    srv = HTTPServer(("127.0.0.1", 0), _Cleaner)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        opts = IngestOptions(cleanup_backend="llm", llm_model=f"http://127.0.0.1:{srv.server_port}/v1#cleaner")
+        o = process_input(text_bundle_dir, Lake.open(tmp_path / "lake", create=True), 0, opts)
+    finally:
+        srv.shutdown()
+    steps = o.episodes[0].steps
+    rejected = [s.index for s in steps if s.thought_flag == "llm_rejected"]
+    assert rejected == [3, 5]  # "I save the changes ...", "I drag the picture ..."
+    assert all(s.thought and "sorry" not in s.thought for s in steps)  # the rules' cleanup landed instead
+    assert o.session_row["cleanup_rejections"] == 2 and "llm_rejected:2" in o.session_row["problems"]
+    assert o.episodes[0].meta["cleanup_backend"] == "endpoint:cleaner"
+
+
 def test_sessions_v1_lake_migrates_to_v2_columns(tmp_path) -> None:
     lake = Lake.open(tmp_path / "new", create=True)
     old_schema = pa.schema([f for f in TABLES["sessions"].schema if not f.name.startswith(("asr_lang", "cleanup_"))])
@@ -216,14 +318,19 @@ def test_corpus_acceptance_figures() -> None:
     print(json.dumps(f, indent=1))
     assert f["english_wer"]["wer"] <= 0.10
     assert f["thoughts_on_right_action"]["share"] >= 0.95
-    # two channels lose at most 2 points against each speaker recorded alone (they may do better: the alone
-    # sessions are timed slightly differently), where the mono mix of the same two speakers is garbled
-    assert f["two_channel"]["points_apart"] <= 2.0 and f["two_channel"]["mono_mix_wer"] > 0.3
-    assert f["other_language"]["became_thoughts"] == 0 and f["other_language"]["utterances_flagged"] >= 3
+    # two channels within 2 points of each channel of the same recording transcribed on its own, and no worse
+    # than each speaker recorded alone (timed slightly differently), where the mono mix of the two is garbled
+    t = f["two_channel"]
+    assert abs(t["points_apart"]) <= 2.0 and t["points_apart_from_alone"] <= 2.0 and t["mono_mix_wer"] > 0.3
+    o = f["other_language"]
+    assert o["became_thoughts"] == 0 and o["utterances_flagged"] >= 3
+    assert o["steps_flagged_with_their_language"] == o["non_english_steps"]  # flagged other_language, de or fr
+    assert not any("no_speech" in p for p in o["session_problems"].values())  # speech was heard, none usable
     assert set(f["other_language"]["utterance_languages"]) <= {"de", "fr"}
     assert f["numbers_exact"]["share"] >= 0.95 and f["numbers_exact"]["heard_right"] >= 3
     s = f["silence_and_noise"]
     assert s["thoughts"] == 0 and s["steps_flagged"] == s["steps"] and s["sessions_flagged_no_speech"] == s["sessions"]
+    assert s["step_flags"] == ["no_speech"]  # pink noise is not taken for speech
     assert f["split_type"]["actions"] == f["split_type"]["expected"]
     p = f["priming"]
     assert p["names-primed"]["names_heard"] > p["names-plain"]["names_heard"]
