@@ -85,10 +85,12 @@ def step_groups(
     max_states: int = 12,
     at: str = "all",
     policy_step: int = 0,
+    with_greedy: bool = False,
 ) -> tuple[list[Candidate], list[Trajectory], dict]:
     """Play every task greedily, branch G candidates at its states (`at`: "all", or "mistakes": the states where the
-    greedy step did not earn +1), score them. Returns the candidates, the greedy trajectories (the curriculum's view
-    of the tasks) and statistics for the iteration's record."""
+    greedy step did not earn +1), score them. `with_greedy`: the greedy step itself joins its state's group (it is
+    what evaluation would do there, so a wrong one is pushed down directly). Returns the candidates, the greedy
+    trajectories (the curriculum's view of the tasks) and statistics for the iteration's record."""
     if at not in ("all", "mistakes"):
         raise ValueError(f"branch at 'all' or 'mistakes', not {at!r}")
     trajs = run_episodes(model, tokenizer, tasks, attempts=1, policy_version=policy_version, temperature=0.0,
@@ -96,6 +98,7 @@ def step_groups(
     gen = torch.Generator().manual_seed(seed)
     # walk each greedy trajectory once: the environment and the steps to go at every state, the greedy step's progress
     states: list[tuple[Trajectory, int, Environment, int]] = []
+    greedy: list[float] = []  # per branched state, the greedy step's own reward
     for tr in trajs:
         env = tr.task.make_env()
         env.reset()
@@ -119,10 +122,11 @@ def step_groups(
             before = after
         # a state that can no longer pass teaches nothing about progress; with `at="mistakes"` only the states where
         # the greedy step did not move the task along are branched (the errors evaluation would make)
-        keep = [(t, e, b) for t, e, b, r in here if b is not None and (at == "all" or r < 1.0)]
+        keep = [(t, e, b, r) for t, e, b, r in here if b is not None and (at == "all" or r < 1.0)]
         if len(keep) > max_states:
             keep = [keep[i] for i in sorted(torch.randperm(len(keep), generator=gen)[:max_states].tolist())]
-        states += [(tr, t, e, b) for t, e, b in keep]  # type: ignore[misc]
+        states += [(tr, t, e, b) for t, e, b, _ in keep]  # type: ignore[misc]
+        greedy += [r for *_, r in keep]
     prompts = [tr.steps[t].prompt_ids for tr, t, _, _ in states for _ in range(group_size)]
     outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen)
     cands: list[Candidate] = []
@@ -138,6 +142,10 @@ def step_groups(
         else:
             r = progress_reward(before, env, False, False)
         cands.append(Candidate(g, list(prompts[k]), s.token_ids, s.logprobs, r))
+    if with_greedy:
+        for g, ((tr, t, _, _), r) in enumerate(zip(states, greedy)):
+            st = tr.steps[t]
+            cands.append(Candidate(g, list(st.prompt_ids), list(st.response_ids), list(st.logprobs), r))
     rs = [c.reward for c in cands]
     stats = {
         "states": len(states),

@@ -126,6 +126,7 @@ class RLConfig:
     groups: str = "episode"
     max_states: int = 12  # step groups: at most this many states of one attempt are branched
     branch_at: str = "all"  # step groups: branch every state, or only "mistakes" (the greedy step did not earn +1)
+    with_greedy: bool = False  # step groups: the greedy step joins its state's group (a wrong one is pushed down)
     #: Which of a response's tokens get its advantage: "response" (all) or "action" (from `\nAction:` on; the
     #: thought is then context, as the observation is).
     credit: str = "response"
@@ -172,6 +173,14 @@ class RLConfig:
     rehearsal_coef: float = 1.0  # PPO-ptx: this x the SFT loss on the pile's examples, added to every policy step
     max_lag: int = 2  # episodes written more than this many policy versions ago are dropped (replayed ones)
     time_budget_s: float | None = None  # stop starting iterations after this many seconds (None: all iterations)
+    #: Acting beside learning (training/workers.py): this many worker processes act a batch ahead of the learner with
+    #: the weights of the step each batch was submitted at (0: act in-process, then learn). `worker_address`: a Dask
+    #: scheduler (tcp://HOST:PORT) instead of local processes. Thread counts: torch threads per worker and for the
+    #: learner (None: torch's default).
+    workers: int = 0
+    worker_address: str | None = None
+    worker_threads: int = 1
+    learner_threads: int | None = None
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=3e-4, warmup_steps=0))
     seed: int = 0
 

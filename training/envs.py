@@ -161,6 +161,10 @@ class SandboxBackend:
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
         return heldout_tasks(per_cell)
 
+    def task_info(self, payload: Any) -> TaskInfo:
+        """The TaskInfo of one of the sandbox's own tasks (a rollout worker rebuilds its tasks with it)."""
+        return task_info(payload)
+
     def render_steps(self, info: TaskInfo, actions: list[str]) -> list[bytes]:
         return render_steps(info, actions)
 

@@ -89,14 +89,27 @@ class _InPlaceLayer(DynamicLayer):
 COMPACT_SHARE = 0.25
 
 
+def _unique_rows(prompts: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]], torch.Tensor]:
+    """The distinct prompts (first-seen order) and, per prompt, the index of its distinct one."""
+    first: dict[tuple[int, ...], int] = {}
+    inverse = [first.setdefault(tuple(p), len(first)) for p in prompts]
+    uniq: list[Sequence[int]] = [()] * len(first)
+    for p, u in zip(prompts, inverse):
+        uniq[u] = p
+    return uniq, torch.tensor(inverse, dtype=torch.long)
+
+
 def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, generator) -> list[Sample]:  # noqa: ANN001
     was_training = model.training
     model.eval()
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    B, L = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, L), pad, dtype=torch.long)
-    att = torch.zeros((B, L), dtype=torch.long)
-    for i, p in enumerate(prompts):  # left padding: every row's next token goes at the same column
+    # Identical prompts (G attempts at one task's first step, G candidates at one state) are encoded once and their
+    # cache rows copied: the prompt pass is most of a sampled step's work (prompts are ~10x the answers).
+    uniq, inverse = _unique_rows(prompts)
+    B, L = len(prompts), max(len(p) for p in uniq)
+    ids = torch.full((len(uniq), L), pad, dtype=torch.long)
+    att = torch.zeros((len(uniq), L), dtype=torch.long)
+    for i, p in enumerate(uniq):  # left padding: every row's next token goes at the same column
         ids[i, L - len(p) :] = torch.tensor(list(p), dtype=torch.long)
         att[i, L - len(p) :] = 1
     pos = (att.cumsum(-1) - 1).clamp(min=0)
@@ -104,6 +117,10 @@ def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, genera
     res = model(input_ids=ids, attention_mask=att, position_ids=pos, cache=Cache(layers=layers), use_cache=True,
                 logits_to_keep=1)  # fmt: skip
     past, logits = res.cache, res.logits[:, -1].float()
+    if len(uniq) < B:
+        for layer in layers:
+            layer.keep(inverse)
+        logits, att, pos = logits[inverse], att[inverse], pos[inverse]
     next_pos = pos[:, -1] + 1
     toks = torch.full((B, max_new_tokens), pad, dtype=torch.long)
     lps = torch.zeros((B, max_new_tokens))

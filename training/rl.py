@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
-from training.branch import step_advantages, step_groups
+from training.branch import step_advantages
 from training.config import RLConfig, to_dict
 from training.jobs import finish, resolve_base
 from training.loop import lr_at, make_optimizer
@@ -38,8 +38,9 @@ from training.practice import (
     known_good_reward,
     token_entropy,
 )
-from training.rollout import TaskInfo, Trajectory, run_episodes
+from training.rollout import TaskInfo, Trajectory
 from training.runs import JobResult
+from training.workers import Batch, Rollouts, executor_for
 
 TasksFn = Callable[[int, int], Sequence[TaskInfo]]  # (n, seed) -> training tasks
 
@@ -252,16 +253,10 @@ def _avg(stats: Sequence[dict], key: str) -> float | None:
     return _mean([st[key] for st in stats if key in st])
 
 
-def _episode_batch(policy: Policy, tasks: Sequence[TaskInfo], verifier: RewardFn, cfg: RLConfig, prompt_cfg: PromptConfig,
-                   max_new_tokens: int, seed: int, it: int, cur: Curriculum | None,
+def _episode_batch(policy: Policy, got: Batch, verifier: RewardFn, cfg: RLConfig, it: int, cur: Curriculum | None,
                    replay: ReplayBuffer) -> tuple[list[StepSeq], dict, tuple]:  # fmt: skip
-    """Steps 2-5 with episode groups: G whole attempts per task, the outcome reward, fixed groups, advantages."""
-    # 2. roll out the current policy at temperature 1.0, every token's log-probability and the version kept
-    t0 = time.perf_counter()
-    trajs = run_episodes(policy.model, policy.tokenizer, tasks, attempts=cfg.group_size,
-                         policy_version=policy.version, temperature=cfg.temperature, max_new_tokens=max_new_tokens,
-                         prompt_cfg=prompt_cfg, max_steps=cfg.max_steps, seed=seed, policy_step=it)  # fmt: skip
-    gen_s = time.perf_counter() - t0
+    """Steps 3-5 with episode groups: the outcome reward, fixed groups, stale episodes dropped, advantages."""
+    trajs = got.trajectories
     gen_tokens = sum(tr.n_agent_tokens for tr in trajs)
     # 3. score with the verifier (plus format reward / length penalty)
     rewards = shaped_rewards(trajs, verifier, cfg)
@@ -273,8 +268,8 @@ def _episode_batch(policy: Policy, tasks: Sequence[TaskInfo], verifier: RewardFn
         "pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
         "steps_per_episode": _mean([len(tr.steps) for tr in trajs]),
         "episodes": len(trajs),
-        "gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9),
-        "gen_s": gen_s,
+        "gen_tokens_per_s": gen_tokens / max(got.seconds, 1e-9),
+        "gen_s": got.seconds,
     }
     if cur:
         stats.update(cur.update(trajs))
@@ -293,19 +288,13 @@ def _episode_batch(policy: Policy, tasks: Sequence[TaskInfo], verifier: RewardFn
     return seqs, stats, (batch_t, batch_r)
 
 
-def _step_batch(policy: Policy, tasks: Sequence[TaskInfo], cfg: RLConfig, prompt_cfg: PromptConfig, max_new_tokens: int,
-                seed: int, it: int, cur: Curriculum | None) -> tuple[list[StepSeq], dict, tuple]:  # fmt: skip
-    """Steps 2-5 with step groups (training/branch.py): a greedy attempt per task, G actions at each of its states
-    scored by the environment's progress, group-relative advantages per state, all-equal states dropped."""
-    if cfg.algo != "grpo":
-        raise ValueError("step groups have group-relative advantages: use algo='grpo'")
-    t0 = time.perf_counter()
-    cands, trajs, st = step_groups(policy.model, policy.tokenizer, tasks, group_size=cfg.group_size,
-                                   temperature=cfg.temperature, max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg,
-                                   policy_version=policy.version, seed=seed, max_states=cfg.max_states,
-                                   at=cfg.branch_at, policy_step=it)  # fmt: skip
-    gen_s = time.perf_counter() - t0
-    kept, adv, equal = step_advantages(cands, cfg.grpo_eps)
+def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
+                cur: Curriculum | None) -> tuple[list[StepSeq], dict, tuple]:  # fmt: skip
+    """Steps 3-5 with step groups (training/branch.py): the candidates scored by the environment's progress,
+    group-relative advantages per state, all-equal states dropped, a batch beyond the lag dropped."""
+    trajs, st, age = got.trajectories, got.stats, it - got.version
+    stale = age > cfg.max_lag
+    kept, adv, equal = step_advantages([] if stale else got.candidates, cfg.grpo_eps)
     stats: dict = {
         "iter": it,
         "reward_mean": st["step_reward_mean"],
@@ -315,11 +304,11 @@ def _step_batch(policy: Policy, tasks: Sequence[TaskInfo], cfg: RLConfig, prompt
         "states": st["states"],
         "forward_share": st["forward_share"],
         "all_equal_share": equal,
-        "gen_tokens_per_s": st["gen_tokens"] / max(gen_s, 1e-9),
-        "gen_s": gen_s,
-        "age_mean": 0.0,
-        "age_max": 0,
-        "stale_dropped": 0,
+        "gen_tokens_per_s": st["gen_tokens"] / max(got.seconds, 1e-9),
+        "gen_s": got.seconds,
+        "age_mean": float(age),
+        "age_max": age,
+        "stale_dropped": len(got.candidates) if stale else 0,
         "samples": len(kept),
     }
     if cur:
@@ -330,7 +319,7 @@ def _step_batch(policy: Policy, tasks: Sequence[TaskInfo], cfg: RLConfig, prompt
     for c, a in zip(kept, adv):
         a = a * cfg.negative_weight if a < 0 else a
         n = len(c.response_ids)
-        if n:
+        if n and a != 0.0:  # a zero advantage has no gradient: the sequence would cost a forward pass for nothing
             w = mean_len / n if cfg.loss_norm == "trajectory" else 1.0
             per_token = torch.full((n,), a)
             per_token[: action_start(c.response_ids, marker)] = 0.0
@@ -350,6 +339,15 @@ def action_start(ids: Sequence[int], marker: Sequence[int]) -> int:
     return 0
 
 
+def acting(cfg: RLConfig, prompt_cfg: PromptConfig, max_new_tokens: int) -> tuple[str, dict]:
+    """What one batch of acting is (training.workers.act): its kind and the sampler's and branching's options."""
+    common = dict(temperature=cfg.temperature, max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg)
+    if cfg.groups == "step":
+        return "step", dict(common, group_size=cfg.group_size, max_states=cfg.max_states, at=cfg.branch_at,
+                            with_greedy=cfg.with_greedy)  # fmt: skip
+    return "episode", dict(common, attempts=cfg.group_size, max_steps=cfg.max_steps)
+
+
 def train_rl(
     policy: Policy,
     tasks_fn: TasksFn,
@@ -361,14 +359,20 @@ def train_rl(
     on_iter: Callable[[int, dict], None] | None = None,
     known_good: tuple[TaskInfo, Sequence[str]] | None = None,
     rehearsal: Sequence | None = None,
+    env: str = "sandbox",
+    env_tasks: Sequence[str] | None = None,
 ) -> tuple[list[float], dict]:
-    """Plain function: `cfg.iterations` of (pick tasks -> roll out -> score -> fix groups -> advantages -> update),
-    one record of metrics per iteration. `known_good` (a task and a solution's actions) is scored first and must
-    earn the full reward. `rehearsal` (encoded SFT examples) adds `cfg.rehearsal_coef` x their masked loss to every
-    policy step (InstructGPT's PPO-ptx): practice must not unlearn what copying taught."""
+    """Plain function: `cfg.iterations` of (pick tasks -> act -> score -> fix groups -> advantages -> update), one
+    record of metrics per iteration. `known_good` (a task and a solution's actions) is scored first and must earn
+    the full reward. `rehearsal` (encoded SFT examples) adds `cfg.rehearsal_coef` x their masked loss to every policy
+    step (InstructGPT's PPO-ptx): practice must not unlearn what copying taught. With `cfg.workers`, acting runs in
+    worker processes (or on the Dask cluster at `cfg.worker_address`) a batch ahead of the learner
+    (training/workers.py); `env` names the backend they rebuild the tasks in."""
     if cfg.groups not in ("episode", "step") or cfg.credit not in ("response", "action"):
         raise ValueError(f"RLConfig: groups is 'episode' or 'step' (not {cfg.groups!r}), credit 'response' or "
                          f"'action' (not {cfg.credit!r})")  # fmt: skip
+    if cfg.groups == "step" and cfg.algo != "grpo":
+        raise ValueError("step groups have group-relative advantages: use algo='grpo'")
     if known_good is not None:
         r, _ = known_good_reward(known_good[0], known_good[1], lambda t: shaped_rewards(t, verifier, cfg))
         if r < 1.0 - 1e-6 - cfg.length_penalty * len(known_good[1]):
@@ -392,67 +396,84 @@ def train_rl(
         from training.data import batches, masked_nll
 
         ptx = batches(list(rehearsal), cfg.minibatch_size, 10**9, policy.tokenizer.pad_token_id, seed=seed)
-    for it in range(cfg.iterations):
-        if cfg.time_budget_s is not None and it and time.perf_counter() - t_start > cfg.time_budget_s:
-            break
-        # 1. tasks where the policy sometimes wins (the curriculum), or fresh ones
-        tasks = cur.select(cfg.tasks_per_iter, rng) if cur else list(tasks_fn(cfg.tasks_per_iter, seed + it))
-        t0 = time.perf_counter()
-        if cfg.groups == "step":  # 2-5 at the step level: G actions at each state of a greedy attempt
-            seqs, stats, batch = _step_batch(policy, tasks, cfg, prompt_cfg, max_new_tokens, seed + it, it, cur)
-        else:
-            seqs, stats, batch = _episode_batch(policy, tasks, verifier, cfg, prompt_cfg, max_new_tokens, seed + it, it,
-                                                cur, replay)  # fmt: skip
-        samples += stats.pop("samples", 0)
-        if not seqs:  # nothing to learn from this time (every group all-equal): the next tasks differ
-            stats["updates"] = 0
+    kind, act_params = acting(cfg, prompt_cfg, max_new_tokens)
+    executor = executor_for(cfg.worker_address, cfg.workers, cfg.worker_threads) if cfg.workers else None
+    if executor is not None and cfg.learner_threads:
+        torch.set_num_threads(cfg.learner_threads)
+    source = Rollouts(policy, kind, act_params, executor, env, env_tasks, depth=1 + cfg.workers)
+    submitted = 0
+
+    def pick() -> list[TaskInfo]:  # 1. tasks where the policy sometimes wins (the curriculum), or fresh ones
+        return cur.select(cfg.tasks_per_iter, rng) if cur else list(tasks_fn(cfg.tasks_per_iter, seed + submitted))
+
+    try:
+        for it in range(cfg.iterations):
+            if cfg.time_budget_s is not None and it and time.perf_counter() - t_start > cfg.time_budget_s:
+                break
+            while len(source.pending) < source.depth and submitted < cfg.iterations:
+                source.submit(pick(), it, seed + submitted)
+                submitted += 1
+            t0 = time.perf_counter()
+            got = source.take(it)  # 2. act: G attempts per task, or G actions at each state (training/branch.py)
+            if cfg.groups == "step":  # 3-5 at the step level
+                seqs, stats, batch = _step_batch(policy, got, cfg, it, cur)
+            else:
+                seqs, stats, batch = _episode_batch(policy, got, verifier, cfg, it, cur, replay)
+            stats["learner_wait_s"] = got.waited
+            samples += stats.pop("samples", 0)
+            if not seqs:  # nothing to learn from this time (every group all-equal): the next tasks differ
+                stats["updates"] = 0
+                hist.append(stats)
+                if on_iter:
+                    on_iter(it, stats)
+                continue
+            tokens += sum(len(s.ids) for s in seqs)
+            # 6. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
+            if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:
+                vl = []
+                for _ in range(cfg.value_pretrain_steps):
+                    mb = rng.sample(seqs, min(cfg.minibatch_size, len(seqs)))
+                    loss, st = ppo_losses(policy, mb, cfg, critic_only=True)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    vl.append(st["value_loss"])
+                stats["value_pretrain_loss"] = [vl[0], vl[-1]] if vl else None
+                seqs, _ = build_sequences(policy, *batch, cfg)  # advantages from the fitted critic
+            # 7. PPO / GRPO epochs over shuffled minibatches of steps
+            policy.model.train()
+            mbs: list[dict] = []
+            for _ in range(cfg.ppo_epochs):
+                for gr in opt.param_groups:
+                    gr["lr"] = lr_at(update, total_updates, cfg.optim)
+                update += 1
+                order = list(range(len(seqs)))
+                rng.shuffle(order)
+                for i in range(0, len(order), cfg.minibatch_size):
+                    mb = [seqs[j] for j in order[i : i + cfg.minibatch_size]]
+                    loss, st = ppo_losses(policy, mb, cfg)
+                    if ptx is not None:
+                        nll = masked_nll(policy.model, next(ptx))
+                        loss = loss + cfg.rehearsal_coef * nll
+                        st["rehearsal_nll"] = float(nll.detach())
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+                    opt.step()
+                    losses.append(float(loss.detach()))
+                    mbs.append(st)
+            policy.model.eval()
+            stats["updates"] = len(mbs)
+            for k in ("pg_loss", "value_loss", "clip_low", "clip_high", "clip_frac", "kl", "entropy", "rehearsal_nll"):
+                stats[k] = _avg(mbs, k)
+            stats["wall_s"] = time.perf_counter() - t0
             hist.append(stats)
             if on_iter:
                 on_iter(it, stats)
-            continue
-        tokens += sum(len(s.ids) for s in seqs)
-        # 6. value pretraining: the critic first, with the policy frozen (only on the first iteration of a job)
-        if cfg.algo == "ppo" and it == 0 and cfg.value_pretrain_steps:
-            vl = []
-            for _ in range(cfg.value_pretrain_steps):
-                mb = rng.sample(seqs, min(cfg.minibatch_size, len(seqs)))
-                loss, st = ppo_losses(policy, mb, cfg, critic_only=True)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                vl.append(st["value_loss"])
-            stats["value_pretrain_loss"] = [vl[0], vl[-1]] if vl else None
-            seqs, _ = build_sequences(policy, *batch, cfg)  # advantages from the fitted critic
-        # 7. PPO / GRPO epochs over shuffled minibatches of steps
-        policy.model.train()
-        mbs: list[dict] = []
-        for _ in range(cfg.ppo_epochs):
-            for gr in opt.param_groups:
-                gr["lr"] = lr_at(update, total_updates, cfg.optim)
-            update += 1
-            order = list(range(len(seqs)))
-            rng.shuffle(order)
-            for i in range(0, len(order), cfg.minibatch_size):
-                mb = [seqs[j] for j in order[i : i + cfg.minibatch_size]]
-                loss, st = ppo_losses(policy, mb, cfg)
-                if ptx is not None:
-                    nll = masked_nll(policy.model, next(ptx))
-                    loss = loss + cfg.rehearsal_coef * nll
-                    st["rehearsal_nll"] = float(nll.detach())
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-                opt.step()
-                losses.append(float(loss.detach()))
-                mbs.append(st)
-        policy.model.eval()
-        stats["updates"] = len(mbs)
-        for k in ("pg_loss", "value_loss", "clip_low", "clip_high", "clip_frac", "kl", "entropy", "rehearsal_nll"):
-            stats[k] = _avg(mbs, k)
-        stats["wall_s"] = time.perf_counter() - t0
-        hist.append(stats)
-        if on_iter:
-            on_iter(it, stats)
+    finally:
+        source.close()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
     return losses, {"iterations": hist, "samples": samples, "tokens": tokens,
                     "wall_s": time.perf_counter() - t_start}  # fmt: skip
 

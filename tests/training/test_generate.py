@@ -52,3 +52,22 @@ def test_sampled_tokens_carry_their_teacher_forced_log_probabilities() -> None:
             ids = torch.tensor([p + s.token_ids])
             lp = next_token_logprobs(pol.model, ids, torch.ones_like(ids))[0, len(p) - 1 :]
             assert torch.allclose(lp, torch.tensor(s.logprobs), atol=1e-4)
+
+
+def test_identical_prompts_are_encoded_once_and_answered_as_if_alone() -> None:
+    pol = Policy.load(BASE_MODEL)
+    uniq = _prompts(pol, 4)
+    prompts = [p for p in uniq for _ in range(5)]
+    seen: list[int] = []
+    forward = pol.model.forward
+
+    def spy(*a, **k):
+        seen.append(k["input_ids"].shape[0])
+        return forward(*a, **k)
+
+    pol.model.forward = spy
+    dup = sample(pol.model, pol.tokenizer, prompts, 40, 0.0)
+    pol.model.forward = forward
+    assert seen[0] == len(uniq)  # the prompt pass ran once per distinct prompt
+    alone = sample(pol.model, pol.tokenizer, uniq, 40, 0.0)
+    assert [s.token_ids for s in dup] == [s.token_ids for s in alone for _ in range(5)]

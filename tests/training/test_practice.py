@@ -217,7 +217,7 @@ def test_rl_alone_takes_a_tiny_env_from_near_0_to_near_1_and_a_flipped_sign_does
             return seqs, info
 
         monkeypatch.setattr(rl, "build_sequences", flipped)
-    cfg = RLConfig(algo=algo, iterations=20, tasks_per_iter=8, group_size=8, ppo_epochs=2, minibatch_size=32, negative_weight=1.0,
+    cfg = RLConfig(algo=algo, iterations=24, tasks_per_iter=8, group_size=8, ppo_epochs=2, minibatch_size=32, negative_weight=1.0,
                    value_pretrain_steps=5, optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
     _, info = rl.train_rl(pol, two_button_tasks, _reward, cfg, max_new_tokens=40)
     after = _pass_rate(pol)
