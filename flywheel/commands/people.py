@@ -344,7 +344,7 @@ def _export(
     allow_missing: bool = False,
     val_fraction: float | None = None,
 ) -> None:
-    from flywheel.people.exports import VAL_FRACTION, export
+    from training.exports import VAL_FRACTION, export
 
     lk = open_lake(lake)
     with Progress(

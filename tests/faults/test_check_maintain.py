@@ -70,7 +70,7 @@ def test_check_passes_on_a_sound_lake_and_names_each_broken_invariant(lake, tmp_
 def test_maintain_compacts_vacuums_and_keeps_pinned_versions(any_lake, tmp_path: Path) -> None:
     from flywheel.people.audit import sample
     from flywheel.people.audit_sheet import write_sheet
-    from flywheel.people.exports import export
+    from training.exports import export
 
     lake = routed_lake(any_lake, rounds=2, n=100, appends=3)
     v_export = lake.version("sft")

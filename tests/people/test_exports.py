@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.people.exports import KINDS, export, read_lineage
 from tests.people.helpers import populate
+from training.exports import KINDS, export, read_lineage
 
 
 def _load(path: Path, cache: Path):
@@ -44,7 +44,7 @@ def test_sft_trl_is_conversational_with_images(pile, tmp_path: Path) -> None:
 
 
 def test_sft_verl_has_the_verl_columns_and_a_validation_split_by_task(pile, tmp_path: Path) -> None:
-    from flywheel.people.exports import split_of
+    from training.exports import split_of
 
     lake, exp = pile
     res = export(lake, "sft-verl", tmp_path / "verl", val_fraction=0.4)

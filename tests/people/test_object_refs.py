@@ -12,12 +12,12 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from flywheel.people.exports import ExportError, export
 from storage import refs
 from storage.delta import MANIFEST
 from storage.lake import Lake
 from storage.objects import object_key_of
 from tests.people.helpers import T0, populate
+from training.exports import ExportError, export
 
 #: The tables whose object references changed form in schema version 2.
 REF_TABLES = ("episodes", "training_runs", "rounds")

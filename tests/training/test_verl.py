@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.people.exports import export
+from training.exports import export
 from training.verl_reward import actions_in, compute_score, ground_truth
 
 pytest.importorskip("verl", reason="verl is installed from requirements.lock (--no-deps)")
@@ -67,8 +67,8 @@ def verl_export(sandbox_lake, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from flywheel.people.exports import SYSTEM_PROMPT
     from tests.helpers.tiny_vlm import build_tiny_vlm
+    from training.exports import SYSTEM_PROMPT
 
     return build_tiny_vlm(tmp_path_factory.mktemp("vlm"), [SYSTEM_PROMPT, "Instruction: click the OK button"] * 20)
 

@@ -1,5 +1,8 @@
 """Exports of the piles for training elsewhere, each a Parquet file the Hugging Face `datasets` library loads.
 
+`flywheel export KIND` writes them for people; the external-command backend (training/backend.py) hands the same
+files to a trainer (TRL, verl), so both see one format.
+
     sft-trl      SFT pile -> TRL conversational rows: `messages` (system, then user/assistant turns, one pair per
                  step; user turns carry the screenshot as an image item) and `images` (PNG/JPEG bytes, in order),
                  with the screenshots' size (`width`, `height`) and `coordinates` (the actions' convention)
@@ -44,6 +47,7 @@ from schemas.prompt import PromptConfig, render_answer, render_prompt
 from storage.lake import Lake
 from storage.objects import object_key_of
 from storage.piles import PILES, read_pile
+from training.verl_reward import ground_truth
 
 DATA_FILE = "data.parquet"
 SIDECAR = "flywheel_export.json"
@@ -242,8 +246,6 @@ VERL_TOOL_NOTE = (
 def verl_row(ep: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     """One episode as a multi-turn RL task: the first screen as the prompt, the task's verifier as the ground truth
     (training/verl_reward.py), the gui_act tool's arguments, and the recorded turns as a reference."""
-    from training.verl_reward import ground_truth
-
     steps = ep["steps"] or []
     first = steps[0] if steps else {}
     data = ctx.image(first.get("screenshot_uri"), ep["episode_id"], 0)
