@@ -147,8 +147,9 @@ def test_reference_answer_tasks_use_the_validator_and_unverifiable_ones_are_refu
 
 
 def test_the_gui_act_tool_plays_a_row_like_the_tool_agent_loop(verl_export) -> None:
+    from types import SimpleNamespace
+
     import pyarrow.parquet as pq
-    from verl.experimental.agent_loop.tool_agent_loop import AgentData
 
     from training.verl_tool import GuiActTool
 
@@ -156,8 +157,9 @@ def test_the_gui_act_tool_plays_a_row_like_the_tool_agent_loop(verl_export) -> N
     row = pq.read_table(res.files["train"]).to_pylist()[0]
     kwargs = row["extra_info"]["tools_kwargs"]["gui_act"]
     tool = GuiActTool({"type": "native"})
-    agent = AgentData(messages=[], image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None,
-                      metrics={}, request_id="r1", tools_kwargs=row["extra_info"]["tools_kwargs"])  # fmt: skip
+    # the trajectory's state holder: verl's AgentData.extra_fields. AgentData itself is not imported: its module
+    # imports hydra, which needs antlr4 4.9 while the lock pins 4.13 (moto's); the tool uses only this attribute
+    agent = SimpleNamespace(extra_fields={})
 
     async def play(actions: list[str]) -> list[tuple]:
         out = []
