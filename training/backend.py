@@ -13,12 +13,13 @@ a built-in job's checkpoint.
 
 The template is formatted with {pile}, {pile_dir}, {val}, {base}, {out}, {stage}, {round}, {reward} (the path of
 training/verl_reward.py, verl's custom_reward_function.path) and {tool_config} (a verl tool config naming
-training/verl_tool.py's gui_act), then split like a shell line (no shell is involved). Tested templates
-(tests/training/test_external_trainers.py; docs/training.md, "Bring your own"):
+training/verl_tool.py's gui_act), then split like a shell line (no shell is involved). The TRL template is tested
+(tests/training/test_external_trainers.py); both are in docs/bring-your-own.md:
 
     trl sft --model_name_or_path {base} --dataset_name {pile_dir} --output_dir {out} --max_steps 100
-    python3 -m verl.trainer.main_ppo data.train_files={pile} data.val_files={val} \
-        actor_rollout_ref.model.path={base} custom_reward_function.path={reward} ...
+    verl (not run here: GPUs, Ray, vLLM/SGLang): data.train_files={pile} data.val_files={val}
+        actor_rollout_ref.model.path={base} reward.custom_reward_function.path={reward}
+        actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_config} ...
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ import ast
 import json
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,12 +44,15 @@ def _weights(folder: Path) -> torch.Tensor:
 
 @pytest.mark.slow
 def test_trl_cli_trains_a_vlm_on_the_export_in_a_round_that_records_its_checkpoint(vlm_lake, tmp_path: Path) -> None:
-    from flows.config import RoundConfig, tuned_flywheel
+    from flows.config import load_round_config
     from flows.stages import RoundContext, mark, run_stage, stage_status
 
     lake, base = vlm_lake
     mark(lake, 0, "sft", "done", checkpoint=base)  # round 0 ended with the VLM: round 1's SFT starts from it
-    cfg = RoundConfig(people="scripted", flywheel=replace(tuned_flywheel(), backend=TRL_TEMPLATE))
+    conf = tmp_path / "byo.toml"  # the round config of docs/bring-your-own.md
+    conf.write_text(f'people = "scripted"\n[flywheel]\nbackend = "{TRL_TEMPLATE}"\n')
+    cfg = load_round_config(conf)
+    assert cfg.flywheel.backend == TRL_TEMPLATE
     info = run_stage(RoundContext(lake, 1, tmp_path / "landing", cfg), "sft")
     st = stage_status(lake, 1)["sft"]
     assert st["status"] == "done" and st["checkpoint"] == info["checkpoint"] != base
