@@ -185,3 +185,15 @@ def test_a_missing_screenshot_fails_the_export_in_one_line_unless_allowed(
     code, out = _main(["export", "sft-trl", "--lake", str(lake.uri), "--out", str(tmp_path / "cli2"), "--allow-missing"],
                       capsys, monkeypatch)  # fmt: skip
     assert code == 0 and f"{uses} screenshot(s) missing" in out
+
+
+@pytest.mark.s3
+def test_an_old_s3_lake_migrates_in_place_without_duplicating_rows(s3_lake, tmp_path: Path) -> None:
+    exp = populate(s3_lake, rounds=(1,), per_source=3)
+    n = s3_lake.count("episodes")
+    _make_old(s3_lake)
+    assert all(s.startswith(f"s3://{s3_lake.uri.root}/objects/") for s in _shots(s3_lake))
+    moved = Lake.open(str(s3_lake.uri))  # migrates: files swapped on S3 by their log names
+    assert moved.count("episodes") == n and all(s.startswith("objects/") for s in _shots(moved))
+    res = export(moved, "sft-trl", tmp_path / "trl")
+    assert res.images == 2 * exp["n_sft"] and res.missing_images == 0
