@@ -185,6 +185,8 @@ def default_reader(context: Any) -> Callable[[str], bytes]:
         key = object_key_of(uri)
         if lake is not None and key is not None and lake.objects.exists(key):
             return lake.objects.get_object(key)
+        if lake is None and key == uri:
+            raise FileNotFoundError(f"{uri} is a lake-relative key: reading it needs the lake (ValidationContext.lake)")
         path = uri.removeprefix("file://")
         with open(path, "rb") as f:
             return f.read()
