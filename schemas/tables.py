@@ -40,7 +40,7 @@ STEP = pa.struct(
         pa.field("key", pa.string()),
         pa.field("direction", pa.string()),
         pa.field("observation", pa.string()),  # compact text form of the screen (a11y-like), may be null
-        pa.field("screenshot_uri", pa.string()),
+        pa.field("screenshot_uri", pa.string()),  # the object's lake-relative key, objects/ab/<sha256>.png
         pa.field("screenshot_sha256", pa.string()),
         pa.field("proposals", pa.list_(PROPOSAL)),  # interactive annotation: the model's candidates
         pa.field("decision", pa.string()),  # accepted | overridden | null
@@ -265,7 +265,8 @@ TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in [
         TableSpec("sessions", SESSIONS, ("session_id",), version=2, doc="one row per uploaded bundle or file"),
-        TableSpec("episodes", EPISODES, ("episode_id",), doc="one row per trajectory", indexed=True),
+        # v2 (episodes, training_runs, rounds): object references are lake-relative keys (storage/refs.py migrates v1)
+        TableSpec("episodes", EPISODES, ("episode_id",), version=2, doc="one row per trajectory", indexed=True),
         # verdicts, sft, ct: routing only ever judges and routes an episode in its own round (episodes.round)
         TableSpec(
             "verdicts",
@@ -291,8 +292,8 @@ TABLES: dict[str, TableSpec] = {
             key_scope=("round",),
         ),  # fmt: skip
         TableSpec("quarantine", QUARANTINE, ("quarantine_id",), doc="inputs that could not become episodes"),
-        TableSpec("rounds", ROUNDS, ("round",), doc="one row per flywheel round (upserted)"),
-        TableSpec("training_runs", TRAINING_RUNS, ("run_id",), doc="one row per training job"),
+        TableSpec("rounds", ROUNDS, ("round",), version=2, doc="one row per flywheel round (upserted)"),
+        TableSpec("training_runs", TRAINING_RUNS, ("run_id",), version=2, doc="one row per training job"),
         TableSpec("audits", AUDITS, ("audit_id",), doc="one row per audited episode verdict (append-only)"),
         TableSpec("preference_pairs", PREFERENCE_PAIRS, ("pair_id",), doc="overrides as (prompt, chosen, rejected)"),
         TableSpec("dq_results", DQ_RESULTS, ("result_id",), doc="Great Expectations suite results per batch"),

@@ -31,6 +31,7 @@ from storage.delta import forget_snapshots
 from storage.errors import LakeError
 from storage.health import commit_damage, repair_command
 from storage.lake import Lake
+from storage.objects import object_key_of
 from storage.views import THIN, registered_name
 
 #: How many example ids a violation lists.
@@ -228,17 +229,18 @@ def referenced_screenshots(lake: Lake, table: str = "episodes", batch_rows: int 
 
 
 def _present(lake: Lake, uris: Iterable[str], listing: Callable[[], set[str]]) -> tuple[list[str], int]:
-    """(missing URIs, URIs outside the lake not checked): lake URIs are looked up in one listing of objects/."""
-    root = lake.uri.join()
+    """(missing references, references outside the lake not checked): a lake object's key (or an old row's absolute
+    URI of any copy of the lake, by its objects/ suffix) is looked up in one listing of objects/."""
     missing, outside = [], 0
     have: set[str] | None = None
     for u in uris:
-        if not u.startswith(root):
+        key = object_key_of(u)
+        if key is None:
             outside += 1
             continue
         if have is None:
             have = listing()
-        if u[len(root) :].lstrip("/") not in have:
+        if key not in have:
             missing.append(u)
     return missing, outside
 

@@ -14,7 +14,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
-from deltalake.transaction import AddAction, CommitProperties, Transaction
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from schemas.tables import TABLES, TableSpec, spec
 from storage.delta import (
@@ -360,6 +360,42 @@ class Lake:
                     .execute()
                 )
             return batch.num_rows
+
+        return self._retry_on_conflict(name, attempt)
+
+    def rewrite_files(self, name: str, fn: Callable[[pa.Table], pa.Table | None]) -> int:
+        """Rewrite a table's data files through `fn` in one commit; returns how many files changed (0: none).
+
+        `fn(rows of one data file)` gives the file's new rows, or None to keep the file. Each changed file is written
+        anew (with its key-index sidecar) and swapped for the old one in one Delta commit (adds and removes), so rows
+        keep their order, unchanged files stay, and older versions still read the old files (time travel). Files
+        are read one at a time: memory is bounded by the largest file. For data migrations (storage/refs.py).
+        """
+        ts = spec(name)
+        if ts.partition_by:
+            raise LakeError(f"table {name}: rewriting a partitioned table's files is not supported")
+        from storage.keyindex import key_index, store_run
+
+        def attempt(dt: DeltaTable) -> int:
+            dset = snapshot_dataset(dt)
+            adds: list[AddAction] = []
+            removes: list[RemoveAction] = []
+            now = int(time.time() * 1000)
+            for frag in dset.get_fragments():
+                new = fn(frag.to_table(schema=dset.schema))
+                if new is None:
+                    continue
+                add = self._write_file(name, new)
+                if ts.indexed:
+                    store_run(self, name, key_index(ts.key), add.path, new)
+                adds.append(add)
+                removes.append(RemoveAction(frag.path, True, now))
+            if adds:
+                with delta_errors(f"rewriting files of {name}"):
+                    dt.create_write_transaction(
+                        [*adds, *removes], mode="append", schema=dt.schema(), commit_properties=_commit_props(dt)
+                    )
+            return len(adds)
 
         return self._retry_on_conflict(name, attempt)
 

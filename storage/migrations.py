@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from schemas.tables import TABLES
+from storage import refs
 from storage.errors import LakeError
 
 if TYPE_CHECKING:
@@ -159,3 +160,8 @@ def _thin_pile(name: str) -> Migration:
 
 for _pile in ("sft", "ct"):
     MIGRATIONS[(_pile, 1)] = _thin_pile(_pile)
+
+# Schema 1 -> 2 of episodes, training_runs and rounds: object references become lake-relative keys (storage/refs.py).
+MIGRATIONS[("episodes", 1)] = refs.episodes_to_keys
+MIGRATIONS[("training_runs", 1)] = refs.training_runs_to_keys
+MIGRATIONS[("rounds", 1)] = refs.rounds_to_keys

@@ -1,9 +1,16 @@
-"""The object store next to the tables: media and checkpoints, content-addressed by SHA-256 (boto3 on S3)."""
+"""The object store next to the tables: media and checkpoints, content-addressed by SHA-256 (boto3 on S3).
+
+Rows refer to objects by their lake-relative key (`objects/ab/<sha256><ext>`), so a lake copied to another folder
+or bucket still resolves every screenshot and checkpoint. Rows written before that hold absolute URIs of the lake
+at write time (a path, file:// or s3://); `object_key_of` maps any of them by its `objects/...` suffix, and the
+migration in storage/migrations.py rewrites them to keys.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Protocol
@@ -25,6 +32,23 @@ def object_key(digest: str, suffix: str = "") -> str:
     return f"{OBJECTS}/{digest[:2]}/{digest}{suffix}"
 
 
+#: A content-addressed object's key at the end of any reference to it: objects/<2 hex>/<64 hex><ext>.
+_KEY_TAIL = re.compile(r"(?:^|/)(" + OBJECTS + r"/([0-9a-f]{2})/(\2[0-9a-f]{62})(\.[A-Za-z0-9]{1,8})?)$")
+
+
+def object_key_of(ref: str | None) -> str | None:
+    """The lake-relative key of a stored object reference, or None when `ref` names no content-addressed object.
+
+    The one resolver every reader uses (exports, training data, the audit sheet, the workbench, checkpoints):
+    a key as new rows store it is returned as is; an absolute URI of this lake or of any other copy of it (an old
+    row's local path, file:// or s3:// URI) is mapped by its `objects/ab/<sha256><ext>` suffix.
+    """
+    if not ref:
+        return None
+    m = _KEY_TAIL.search(ref.strip())
+    return m.group(1) if m else None
+
+
 class ObjectStore(Protocol):
     uri: LakeURI
 
@@ -37,7 +61,8 @@ class ObjectStore(Protocol):
     def put_text(self, rel: str, text: str) -> None: ...
     def get_text(self, rel: str) -> str | None: ...
     def put_object(self, data: bytes, suffix: str = "") -> str: ...
-    def get_object(self, uri: str) -> bytes: ...
+    def get_object(self, ref: str) -> bytes: ...
+    def key_of(self, ref: str) -> str: ...
 
 
 class _Common:
@@ -60,11 +85,12 @@ class _Common:
         return None if b is None else b.decode()
 
     def put_object(self, data: bytes, suffix: str = "") -> str:
-        """Store bytes under their SHA-256 and return the object's URI. Storing the same bytes again is free."""
+        """Store bytes under their SHA-256 and return the object's lake-relative key (what rows store). Storing the
+        same bytes again is free."""
         rel = object_key(sha256_hex(data), suffix)
         if not self.exists(rel):
             self.put_bytes(rel, data)
-        return self.uri.join(rel)
+        return rel
 
     def rel(self, uri: str) -> str:
         root = self.uri.join()
@@ -72,10 +98,19 @@ class _Common:
             raise LakeError(f"object {uri} is not inside the lake {root}")
         return uri[len(root) :].lstrip("/")
 
-    def get_object(self, uri: str) -> bytes:
-        data = self.get_bytes(self.rel(uri))
+    def key_of(self, ref: str) -> str:
+        """The key of an object reference in this store (object_key_of), or LakeError when it names none."""
+        key = object_key_of(ref)
+        if key is None:
+            raise LakeError(f"{ref!r} is not an object of a lake (expected {OBJECTS}/ab/<sha256><ext>)")
+        return key
+
+    def get_object(self, ref: str) -> bytes:
+        """The bytes of an object reference (a key, or an absolute URI of any copy of the lake: object_key_of)."""
+        key = self.key_of(ref)
+        data = self.get_bytes(key)
         if data is None:
-            raise LakeError(f"object {uri} is missing from the object store")
+            raise LakeError(f"object {key} is missing from the object store of {self.uri}")
         return data
 
 

@@ -1,7 +1,9 @@
 """Checkpoints in the object store: a deterministic tar of the save_pretrained folder, content-addressed.
 
 The checkpoint's id (its policy version) is derived from the tar's SHA-256, so the same weights always get the
-same id and storing them twice costs nothing. Loading extracts into a local cache keyed by that hash.
+same id and storing them twice costs nothing. Loading extracts into a local cache keyed by that hash. Rows refer
+to a checkpoint by its lake-relative key (objects/ab/<sha256>.tar); an old row's absolute URI of the lake at write
+time resolves the same way (storage.objects.object_key_of), so a copied lake loads its checkpoints.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from storage.objects import object_key_of
 from training.model import Policy
 
 CACHE = Path(os.environ.get("FLYWHEEL_CHECKPOINT_CACHE", Path(tempfile.gettempdir()) / "flywheel-checkpoints"))
@@ -23,6 +26,12 @@ def version_of(uri: str) -> str:
     """The policy version of a checkpoint URI: 'ckpt-' + the first 12 hex digits of its SHA-256."""
     name = uri.rstrip("/").rsplit("/", 1)[-1]
     return "ckpt-" + name.split(".", 1)[0][:12]
+
+
+def checkpoint_key(ref: str) -> str:
+    """A checkpoint reference as rows store it (its lake-relative key); a reference that names no object of a lake
+    (a model folder) is returned as given."""
+    return object_key_of(ref) or ref
 
 
 def tar_folder(folder: Path) -> bytes:
@@ -42,7 +51,7 @@ def tar_folder(folder: Path) -> bytes:
 
 
 def publish_folder(lake, folder: str | Path) -> str:  # noqa: ANN001
-    """Put a save_pretrained folder (ours or an external trainer's) into the object store; return its URI."""
+    """Put a save_pretrained folder (ours or an external trainer's) into the object store; return its key."""
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise ValueError(f"{folder} is not a model folder (no config.json)")
@@ -55,12 +64,11 @@ def publish(lake, policy: Policy, meta: dict | None = None) -> str:  # noqa: ANN
         return publish_folder(lake, d)
 
 
-def fetch(lake, uri: str) -> Policy:  # noqa: ANN001
-    """Load a checkpoint from the object store (extracted once into the local cache)."""
-    version = version_of(uri)
-    dest = CACHE / version
+def extract(lake, ref: str) -> Path:  # noqa: ANN001
+    """The checkpoint's save_pretrained folder in the local cache (extracted once), whatever model it holds."""
+    dest = CACHE / version_of(ref)
     if not (dest / "config.json").is_file():
-        data = lake.objects.get_object(uri)
+        data = lake.objects.get_object(ref)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=_mk(CACHE)))
         with tarfile.open(fileobj=io.BytesIO(data)) as tf:
             tf.extractall(tmp, filter="data")
@@ -68,8 +76,13 @@ def fetch(lake, uri: str) -> Policy:  # noqa: ANN001
             os.replace(tmp, dest)
         except OSError:  # another process extracted it first
             pass
-    policy = Policy.load(dest, version=version)
-    policy.uri = uri
+    return dest
+
+
+def fetch(lake, uri: str) -> Policy:  # noqa: ANN001
+    """Load a checkpoint from the object store (extracted once into the local cache)."""
+    policy = Policy.load(extract(lake, uri), version=version_of(uri))
+    policy.uri = checkpoint_key(uri)
     return policy
 
 

@@ -93,10 +93,12 @@ def merge_policies(policies: Mapping[str, Policy], alphas: Mapping[str, float]) 
 
 def lineage(lake: Any, checkpoint: str) -> list[str]:
     """The checkpoints `checkpoint` grew from, nearest first, by the training_runs rows that produced them."""
+    from training.checkpoints import checkpoint_key as key
+
     runs = lake.read("training_runs", ["output_checkpoint", "base_checkpoint"]).to_pylist()
-    parent = {r["output_checkpoint"]: r["base_checkpoint"] for r in runs if r["output_checkpoint"]}
-    chain, seen = [], {checkpoint}
-    at = parent.get(checkpoint)
+    parent = {key(r["output_checkpoint"]): key(r["base_checkpoint"]) for r in runs if r["output_checkpoint"]}
+    chain, seen = [], {key(checkpoint)}
+    at = parent.get(key(checkpoint))
     while at and at not in seen:
         chain.append(at)
         seen.add(at)
@@ -109,11 +111,13 @@ def merge_job(
 ) -> Any:
     """Merge checkpoints of `lake` that all grew from `base` (by their recorded lineage), publish the result and
     record it in training_runs (stage `merge`, base = `base`, the specialists and alphas in its config)."""
-    from training.checkpoints import fetch
+    from training.checkpoints import checkpoint_key, fetch
     from training.jobs import finish
     from training.runs import JobResult
 
     t0 = time.perf_counter()
+    base = checkpoint_key(base)  # a key, or an old row's / the user's absolute URI of the lake: compared as keys
+    specialists = [replace(s, checkpoint=checkpoint_key(s.checkpoint)) for s in specialists]
     alphas = {s.name: s.alpha for s in specialists}
     if len(alphas) != len(specialists):
         raise MergeError("each specialist needs its own name")

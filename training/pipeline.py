@@ -104,7 +104,7 @@ def run_training(
     sft_cfg: SFTConfig | None = None,
     rl_tasks: TasksFn | None = None,
     known_good: tuple | None = None,
-) -> tuple[JobResult, Policy]:
+) -> tuple[JobResult, Policy | None]:
     """Run one job on the configured backend; the checkpoint and the training_runs row are written either way.
     RL plays `rl_tasks(n, seed)` (default: the sandbox's training tasks; training/envs.py has the other backends)
     after scoring `known_good` (a task and a solution's actions), when given."""

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from schemas.actions import DIRECTIONS, NOARG_KINDS, POINT_KINDS, TEXT_KINDS, ActionError, parse_action
 from schemas.records import SOURCES
+from storage.objects import object_key_of
 from validators.base import EpisodeBatch, Outcome, Validator, as_bool, as_float, per_value, step_details
 
 # ------------------------------------------------------------------ canonical action grammar (RE2, pyarrow)
@@ -176,12 +177,16 @@ _SHA = "^[0-9a-f]{64}$"
 
 
 def default_reader(context: Any) -> Callable[[str], bytes]:
-    """Bytes of a screenshot URI: through the lake's object store when the context has a lake, else a local path."""
+    """Bytes of a screenshot reference: an object of the lake (a key, or an absolute URI of any copy of the lake:
+    storage.objects.object_key_of) through the context's lake, else a local path (a rollout file's own screenshots)."""
     lake = getattr(context, "lake", None)
 
     def read(uri: str) -> bytes:
-        if lake is not None and uri.startswith(lake.objects.uri.join()):
-            return lake.objects.get_object(uri)
+        key = object_key_of(uri)
+        if lake is not None and key is not None and lake.objects.exists(key):
+            return lake.objects.get_object(key)
+        if lake is None and key == uri:
+            raise FileNotFoundError(f"{uri} is a lake-relative key: reading it needs the lake (ValidationContext.lake)")
         path = uri.removeprefix("file://")
         with open(path, "rb") as f:
             return f.read()

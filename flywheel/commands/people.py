@@ -341,8 +341,10 @@ def _export(
     round: int | None,
     max_images: int | None,
     allow_empty: bool = False,
+    allow_missing: bool = False,
+    val_fraction: float | None = None,
 ) -> None:
-    from flywheel.people.exports import export
+    from training.exports import VAL_FRACTION, export
 
     lk = open_lake(lake)
     with Progress(
@@ -350,13 +352,18 @@ def _export(
     ) as bar:
         task = bar.add_task(kind, total=None)
         res = export(lk, kind, out, version=version, round=round, max_images=max_images, allow_empty=allow_empty,
+                     allow_missing=allow_missing, val_fraction=VAL_FRACTION if val_fraction is None else val_fraction,
                      progress=lambda done, total: bar.update(task, completed=done, total=total))  # fmt: skip
+    files = ", ".join(f"{esc(p.name)} ({res.split_rows[s]:,})" if s in res.split_rows else esc(p.name)
+                      for s, p in res.files.items())  # fmt: skip
     console.print(
-        f"wrote {res.rows:,} rows ({res.images:,} images) to {esc(res.data_file)} from {res.table} version "
+        f"wrote {res.rows:,} rows ({res.images:,} images) to {esc(out)}: {files}, from {res.table} version "
         f"{res.table_version}; lineage in {esc(res.sidecar.name)}"
     )
     if res.missing_images:
-        err_console.print(f"warning: {res.missing_images} screenshot(s) missing from the object store were left out")
+        err_console.print(
+            f"{res.missing_images} screenshot(s) missing from the object store were left out (--allow-missing)"
+        )
 
 
 OutDir = Annotated[
@@ -370,6 +377,12 @@ VersionOpt = Annotated[
     int | None, typer.Option("--version", help="Export the table as of this Delta version (default: newest).", min=0)
 ]
 RoundOpt = Annotated[int | None, typer.Option("--round", "-r", help="Only episodes of this round.", min=0)]
+AllowMissingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-missing", help="Leave out screenshots missing from the object store (counted) instead of failing."
+    ),
+]
 
 
 @export_app.command("sft-trl")
@@ -382,12 +395,14 @@ def export_sft_trl(
     round: RoundOpt = None,
     lake: LakeOpt = None,
     allow_empty: AllowEmptyOpt = False,
+    allow_missing: AllowMissingOpt = False,
 ) -> None:
-    """The SFT pile in TRL's conversational format: messages (with image items) and images.
+    """The SFT pile in TRL's conversational format: messages (with image items), images, and the screenshots' size
+    (width, height) the actions' pixel coordinates refer to.
 
     Example: flywheel export sft-trl --out exports/sft-trl --max-images 5
     """
-    _export("sft-trl", out, lake, version, round, max_images, allow_empty)
+    _export("sft-trl", out, lake, version, round, max_images, allow_empty, allow_missing)
 
 
 @export_app.command("sft-verl")
@@ -397,12 +412,20 @@ def export_sft_verl(
     round: RoundOpt = None,
     lake: LakeOpt = None,
     allow_empty: AllowEmptyOpt = False,
+    allow_missing: AllowMissingOpt = False,
+    val_fraction: Annotated[
+        float,
+        typer.Option(
+            "--val-fraction", help="Share of tasks (by task-id hash) in validation.parquet.", min=0.0, max=0.99
+        ),
+    ] = 0.1,
 ) -> None:
-    """The SFT pile as verl RL parquet: prompt, images, reward_model (rule ground truth), extra_info.
+    """The SFT pile as verl RL parquet (train.parquet, validation.parquet): prompt, images, reward_model (the
+    task's verifier, scored by training/verl_reward.py), agent_name and tools_kwargs for verl's tool agent loop.
 
-    Example: flywheel export sft-verl --out exports/verl --round 2
+    Example: flywheel export sft-verl --out exports/verl --round 2 --val-fraction 0.1
     """
-    _export("sft-verl", out, lake, version, round, None, allow_empty)
+    _export("sft-verl", out, lake, version, round, None, allow_empty, allow_missing, val_fraction)
 
 
 @export_app.command("ct-text")

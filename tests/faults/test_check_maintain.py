@@ -45,7 +45,7 @@ def test_check_passes_on_a_sound_lake_and_names_each_broken_invariant(lake, tmp_
     _raw_append(lake, "ct", ct_row)  # one episode in both piles
     lake.append("episodes", synthetic_rollouts(3, 1, screenshots=screenshot_pool(lake, 3), start=9000))  # unrouted
     shot = lake.read("episodes", ["steps"]).column("steps")[0].as_py()[0]["screenshot_uri"]
-    os.remove(shot)  # a referenced screenshot is gone
+    os.remove(lake.uri.key(shot))  # a referenced screenshot is gone (rows hold lake-relative keys)
     now = datetime.now(UTC)
     lake.append("training_runs", [{"run_id": "r1", "round": 1, "stage": "sft", "started_at": now,
                                    "output_checkpoint": lake.uri.join("objects/ab/" + "ab" * 32 + ".tar")}])  # fmt: skip
@@ -70,7 +70,7 @@ def test_check_passes_on_a_sound_lake_and_names_each_broken_invariant(lake, tmp_
 def test_maintain_compacts_vacuums_and_keeps_pinned_versions(any_lake, tmp_path: Path) -> None:
     from flywheel.people.audit import sample
     from flywheel.people.audit_sheet import write_sheet
-    from flywheel.people.exports import export
+    from training.exports import export
 
     lake = routed_lake(any_lake, rounds=2, n=100, appends=3)
     v_export = lake.version("sft")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.people.exports import KINDS, export, read_lineage
 from tests.people.helpers import populate
+from training.exports import KINDS, export, read_lineage
 
 
 def _load(path: Path, cache: Path):
@@ -33,6 +33,7 @@ def test_sft_trl_is_conversational_with_images(pile, tmp_path: Path) -> None:
     n_image_items = sum(c["type"] == "image" for m in ex["messages"] for c in m["content"])
     assert n_image_items == len(ex["images"]) == 2
     assert ex["images"][0].size == (64, 40)  # decoded as PIL images from the object store's PNG bytes
+    assert (ex["width"], ex["height"], ex["coordinates"]) == (64, 40, "pixel")  # the actions' pixel space
     answer = ex["messages"][2]["content"][0]["text"]
     assert answer.startswith("Thought: ") and "\nAction: click(point='<point>10 20</point>')" in answer
     assert ex["messages"][1]["content"][-1]["text"].startswith("Instruction: Open the ")
@@ -42,20 +43,46 @@ def test_sft_trl_is_conversational_with_images(pile, tmp_path: Path) -> None:
     assert len(_load(one.data_file, tmp_path / "cache")[0]["images"]) == 1
 
 
-def test_sft_verl_has_the_verl_columns(pile, tmp_path: Path) -> None:
+def test_sft_verl_has_the_verl_columns_and_a_validation_split_by_task(pile, tmp_path: Path) -> None:
+    from training.exports import split_of
+
     lake, exp = pile
-    res = export(lake, "sft-verl", tmp_path / "verl")
-    ds = _load(res.data_file, tmp_path / "cache")
-    assert set(ds.column_names) == {"data_source", "prompt", "images", "ability", "reward_model", "extra_info"}
-    ex = ds[0]
+    res = export(lake, "sft-verl", tmp_path / "verl", val_fraction=0.4)
+    assert sorted(p.name for p in res.files.values()) == ["train.parquet", "validation.parquet"]
+    train, val = (_load(res.files[s], tmp_path / "cache") for s in ("train", "validation"))
+    assert set(train.column_names) == {"data_source", "prompt", "images", "ability", "reward_model", "agent_name",
+                                       "extra_info"}  # fmt: skip
+    assert len(train) + len(val) == exp["n_sft"] == res.rows and len(train) > 0 and len(val) > 0
+    assert res.split_rows == {"train": len(train), "validation": len(val)}
+    # deterministic by task: every task wholly in one split, the one its id's hash says
+    for ds, split in ((train, "train"), (val, "validation")):
+        assert {e["split"] for e in ds["extra_info"]} == {split}
+        assert all(split_of(e["task_id"], 0.4) == split for e in ds["extra_info"])
+    again = export(lake, "sft-verl", tmp_path / "verl2", val_fraction=0.4)
+    assert again.split_rows == res.split_rows
+    # no task hashes below the fraction: the lowest-hash task still makes a validation split
+    none = export(lake, "sft-verl", tmp_path / "verl3", val_fraction=0.0)
+    assert none.split_rows == res.split_rows  # here task-0 (hash 0.375) is the lowest of task-0 and task-1
+    ex = train[0]
     assert [m["role"] for m in ex["prompt"]] == ["system", "user"] and ex["prompt"][1]["content"].startswith(
         "<image>Instruction:"
     )
+    assert "gui_act" in ex["prompt"][0]["content"] and ex["agent_name"] == "tool_agent"
     assert ex["reward_model"]["style"] == "rule"
     truth = json.loads(ex["reward_model"]["ground_truth"])
     assert truth["actions"][-1] == "finished(content='done')"
-    assert sorted(ds["extra_info"], key=lambda e: e["index"])[-1]["index"] == exp["n_sft"] - 1
-    assert {e["episode_id"] for e in ds["extra_info"]} == set(lake.read("sft", ["episode_id"]).column(0).to_pylist())
+    info = ex["extra_info"]
+    assert (
+        info["need_tools_kwargs"]
+        and json.loads(info["tools_kwargs"]["gui_act"]["create_kwargs"]["ground_truth"]) == truth
+    )
+    assert [t["action"] for t in info["turns"]] == truth["actions"] and info["turns"][0]["observation"].startswith(
+        "[button]"
+    )
+    assert (info["width"], info["height"], info["coordinates"]) == (64, 40, "pixel")
+    assert sorted(e["index"] for e in list(train["extra_info"]) + list(val["extra_info"])) == list(range(exp["n_sft"]))
+    ids = {e["episode_id"] for e in list(train["extra_info"]) + list(val["extra_info"])}
+    assert ids == set(lake.read("sft", ["episode_id"]).column(0).to_pylist())
 
 
 def test_ct_text_and_preferences(pile, tmp_path: Path) -> None:

@@ -17,13 +17,14 @@ from training.config import EvalConfig, SamplingConfig
 from training.evaluate import evaluate, record_eval
 from training.sampling import rejection_sample
 
-#: A stand-in external trainer: reads the exported pile and the base folder, writes a changed checkpoint.
+#: A stand-in external trainer: reads the exported pile (sft-trl Parquet: messages and images) and the base folder,
+#: writes a changed checkpoint.
 TRAINER = (
-    "import json,sys,torch,pathlib;"
+    "import sys,torch,pyarrow.parquet as pq;"
     "from transformers import AutoModelForCausalLM, AutoTokenizer;"
     "pile,base,out=sys.argv[1:4];"
-    "rows=[json.loads(l) for l in open(pile)];"
-    "assert rows and all(set(r)=={'prompt','completion'} for r in rows);"
+    "rows=pq.read_table(pile).to_pylist();"
+    "assert rows and all(r['messages'][0]['role']=='system' and r['messages'][-1]['role']=='assistant' for r in rows);"
     "m=AutoModelForCausalLM.from_pretrained(base);"
     "torch.nn.init.normal_(m.get_output_embeddings().weight);"
     "m.save_pretrained(out);AutoTokenizer.from_pretrained(base).save_pretrained(out);"
@@ -44,8 +45,9 @@ def test_command_backend_records_its_checkpoint_like_a_builtin_job(lake, tiny_po
         and row["base_checkpoint"] == base
         and row["output_checkpoint"] == res.output_checkpoint
     )
-    assert row["pile_version"] == lake.version("sft") and row["samples"] > 0
-    assert "trained on" in json.loads(row["metrics"])["stdout_tail"]
+    assert row["pile_version"] == lake.version("sft") and row["samples"] == 6
+    assert json.loads(row["config"])["export"] == "sft-trl"
+    assert "trained on 6" in json.loads(row["metrics"])["stdout_tail"]
     assert not torch.equal(_weights(fetch(lake, base).model), _weights(pol.model))
 
 

@@ -176,8 +176,10 @@ def test_simulate_leniency_reaches_sft(lake):
 
 
 def test_rewards_match_routing(lake):
+    from validators.registry import ValidationContext
+
     eps, named = _mixed(lake)
-    reward = policy_reward("rollout")
+    reward = policy_reward("rollout", context=ValidationContext(lake=lake))  # screenshots are keys of this lake
     rewards = reward([e for e in eps if e.source == "rollout"])
     land(lake, eps)
     route_round(lake, 1)
