@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -56,3 +56,32 @@ class Prefetch(Generic[T]):
 def prefetch(it: Iterator[T], name: str = "prefetch") -> Prefetch[T]:
     """`Prefetch(it, name)`: iterate `it` one item ahead in a worker thread (see Prefetch)."""
     return Prefetch(it, name)
+
+
+class WriteBehind:
+    """Run jobs one at a time, in order, in a worker thread, one job behind the caller: the caller prepares item k+1
+    while item k is written (Parquet encoding and commits release the GIL). `submit` first waits for the job
+    before it, so at most one job is in flight, and returns that job's result (None for the first); `drain` waits
+    for the last. A job's exception is raised by the `submit` or `drain` that waits for it, and no later job is
+    started. Leaving the `with` block waits for the job in flight."""
+
+    def __init__(self, name: str = "write-behind") -> None:
+        self._ex = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self._pending: Future[Any] | None = None
+        self.started = False  # has any job been submitted
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        prev = self.drain()
+        self._pending = self._ex.submit(fn, *args)
+        self.started = True
+        return prev
+
+    def drain(self) -> Any:
+        fut, self._pending = self._pending, None
+        return None if fut is None else fut.result()
+
+    def __enter__(self) -> WriteBehind:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._ex.shutdown(wait=True)

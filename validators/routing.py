@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.iterators import Prefetch, prefetch
+from core.iterators import Prefetch, WriteBehind, prefetch
 from core.stats import wilson
 from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
 from storage import projection
@@ -375,26 +375,22 @@ def _route_chunks(
     run_ts = datetime.now(UTC)  # every verdict of this run carries it
     own: set[str] = set()  # the verdict files this run committed (see write_decision)
     routed = 0
-    with ThreadPoolExecutor(1, thread_name_prefix="route-write") as writer:
-        pending: Future[int] | None = None
+    with WriteBehind("route-write") as writer:
         for table in chunks:
             batch = EpisodeBatch(table, loaded)
             try:
                 d = decide(batch, plan, round, prior, now=run_ts)
             except Exception:
-                if pending is None:
+                if not writer.started:
                     gate()  # a failed suite explains bad input better than a validator's error does
                 raise
             for v in d.used:
                 v.after_batch(batch, d.passed)
-            if pending is not None:
-                routed += pending.result()
-            else:
+            if not writer.started:
                 gate()
-            pending = writer.submit(write_decision, lake, round, table, d, say, own)
-        if pending is not None:
-            routed += pending.result()
-        else:
+            routed += writer.submit(write_decision, lake, round, table, d, say, own) or 0
+        routed += writer.drain() or 0
+        if not writer.started:
             gate()  # no chunk at all
     return routed
 
