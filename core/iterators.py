@@ -61,24 +61,29 @@ def prefetch(it: Iterator[T], name: str = "prefetch") -> Prefetch[T]:
 class WriteBehind:
     """Run jobs one at a time, in order, in a worker thread, one job behind the caller: the caller prepares item k+1
     while item k is written (Parquet encoding and commits release the GIL). `submit` first waits for the job
-    before it, so at most one job is in flight, and returns that job's result (None for the first); `drain` waits
-    for the last. A job's exception is raised by the `submit` or `drain` that waits for it, and no later job is
-    started. Leaving the `with` block waits for the job in flight."""
+    before it, so at most one job is in flight; each finished job's result goes to `on_done`, in the caller's
+    thread and before the next job starts (so a progress report there describes what is written, and nothing
+    more). A job's exception is raised by the `submit` or `drain` that waits for it, and no later job is started.
+    Leaving the `with` block waits for the job in flight."""
 
-    def __init__(self, name: str = "write-behind") -> None:
+    def __init__(self, name: str = "write-behind", on_done: Callable[[Any], None] | None = None) -> None:
         self._ex = ThreadPoolExecutor(1, thread_name_prefix=name)
         self._pending: Future[Any] | None = None
+        self._on_done = on_done
         self.started = False  # has any job been submitted
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
-        prev = self.drain()
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.drain()
         self._pending = self._ex.submit(fn, *args)
         self.started = True
-        return prev
 
-    def drain(self) -> Any:
+    def drain(self) -> None:
+        """Wait for the job in flight (if any) and hand its result to `on_done`."""
         fut, self._pending = self._pending, None
-        return None if fut is None else fut.result()
+        if fut is not None:
+            result = fut.result()
+            if self._on_done is not None:
+                self._on_done(result)
 
     def __enter__(self) -> WriteBehind:
         return self

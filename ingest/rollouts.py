@@ -544,7 +544,7 @@ _BARE_NULL_FIRST = re.compile(rb"[ \t\r\n]*null")
 _BARE_NULL_LINE = re.compile(rb"\n[ \t\r]*null")
 
 
-def _read(data: bytes | bytearray) -> pa.Table:
+def _read(data: bytes | bytearray | memoryview) -> pa.Table:
     if _BARE_NULL_FIRST.match(data) or _BARE_NULL_LINE.search(data):
         raise pa.ArrowInvalid("a line is a bare null, not a JSON object")
     buf = pa.py_buffer(data)
@@ -558,18 +558,24 @@ def _read(data: bytes | bytearray) -> pa.Table:
     return pj.read_json(pa.BufferReader(buf), parse_options=_PARSE, read_options=pj.ReadOptions(block_size=16 << 20))
 
 
-def _line_numbers(data: bytes | bytearray, first_line: int, n_rows: int, n_newlines: int | None = None) -> np.ndarray:
+def _line_numbers(
+    data: bytes | bytearray | memoryview, first_line: int, n_rows: int, n_newlines: int | None = None
+) -> np.ndarray:
     """Line number of each parsed row; pyarrow skips blank lines, so count them only when there are some."""
-    n_newlines = data.count(b"\n") if n_newlines is None else n_newlines
-    n_lines = n_newlines + (0 if data.endswith(b"\n") else 1)
+    n_newlines = bytes(data).count(b"\n") if n_newlines is None else n_newlines
+    n_lines = n_newlines + (0 if data[-1:] == b"\n" else 1)
     if n_lines == n_rows:
         return np.arange(first_line, first_line + n_rows, dtype=np.int64)
-    nums = [first_line + i for i, ln in enumerate(data.split(b"\n")) if ln.strip()]
+    nums = [first_line + i for i, ln in enumerate(bytes(data).split(b"\n")) if ln.strip()]
     return np.asarray(nums[:n_rows], dtype=np.int64)
 
 
 def parse_block(
-    data: bytes | bytearray, first_line: int, landed_uri: str, round: int = 0, n_newlines: int | None = None
+    data: bytes | bytearray | memoryview,
+    first_line: int,
+    landed_uri: str,
+    round: int = 0,
+    n_newlines: int | None = None,
 ) -> tuple[pa.Table, np.ndarray, list[Quarantined]]:
     """Parse whole JSONL lines -> (rows, their line numbers, quarantined lines).
 
@@ -582,7 +588,7 @@ def parse_block(
         pass
     parts: list[tuple[pa.Table, np.ndarray]] = []
     bad: list[Quarantined] = []
-    lines = data.split(b"\n")
+    lines = bytes(data).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
 
@@ -619,23 +625,31 @@ def parse_block(
 
 def iter_jsonl_blocks(
     f: io.BufferedIOBase, block_bytes: int, hasher: Any = None
-) -> Iterator[tuple[int, bytearray, int]]:
-    """Yield (first line number, whole lines, number of newlines) blocks of about block_bytes (plus the rest of
-    the last line), reading each byte once into the buffer that is parsed: no copies of the block."""
-    line = 1
+) -> Iterator[tuple[int, memoryview, int]]:
+    """Yield (first line number, whole lines, number of newlines) blocks of at most about block_bytes, each ending at
+    a newline (or at the end of the file), read once into one buffer that every block reuses: no copy of a block,
+    no fresh pages per block. A block is valid until the next one is asked for (the caller parses it first)."""
+    buf = bytearray(block_bytes)
+    view = memoryview(buf)
+    line, carry = 1, 0  # carry: bytes of an unfinished last line, moved to the buffer's start
     while True:
-        buf = bytearray(block_bytes)
-        n = f.readinto(buf)
-        if not n:
+        n = f.readinto(view[carry:]) or 0
+        if hasher is not None and n:
+            hasher.update(view[carry : carry + n])
+        end = carry + n
+        if not end:
             return
-        del buf[n:]
-        if buf[-1] != 0x0A:
-            buf += f.readline()  # complete the last line, so no line is ever split
-        if hasher is not None:
-            hasher.update(buf)
-        n_lines = buf.count(b"\n")
-        yield line, buf, n_lines
+        cut = end if not n else buf.rfind(b"\n", 0, end) + 1  # at the end of the file: what is left
+        if not cut:  # a line longer than the buffer: a buffer twice as big (the old one may still be referenced)
+            buf = bytearray(2 * len(buf))
+            buf[:end] = view[:end]
+            view, carry = memoryview(buf), end
+            continue
+        n_lines = buf.count(b"\n", 0, cut)
+        yield line, view[:cut], n_lines
         line += n_lines
+        carry = end - cut
+        view[:carry] = bytes(view[cut:end])
 
 
 # -------------------------------------------------------------------------------------------- ingest
@@ -677,19 +691,29 @@ def ingest_rollout_file(
     hasher = hashlib.sha256()
     total = path.stat().st_size
 
-    def landed(r: LandResult | None) -> None:
-        if r is not None:
-            res.__iadd__(r)
+    def landed(r: tuple[LandResult, int, int]) -> None:
+        """A block is in: count it and report progress (units done, units total, episodes added so far)."""
+        result, done, units = r
+        res.__iadd__(result)
+        if progress and units:
+            progress(done, units, res.episodes_added)
 
-    with WriteBehind("rollout-write") as writer:
+    def land_block(
+        episodes: pa.Table | None, q: list[Quarantined], done: int, units: int
+    ) -> tuple[LandResult, int, int]:
+        return land(lake, episodes, None, q), done, units
 
-        def land_part(t: pa.Table, lines: np.ndarray, extra_q: list[Quarantined], locator: str) -> None:
+    with WriteBehind("rollout-write", on_done=landed) as writer:
+
+        def land_part(
+            t: pa.Table, lines: np.ndarray, extra_q: list[Quarantined], done: int, units: int, locator: str
+        ) -> None:
             nonlocal n_steps
             conv = convert(t, lines, landed_uri=uri, round=round, locator=locator)
             q = extra_q + conv.quarantined
             for item in q:
                 codes[item.error_type] = codes.get(item.error_type, 0) + 1
-            landed(writer.submit(land, lake, conv.episodes, None, q))
+            writer.submit(land_block, conv.episodes, q, done, units)
             n_steps += conv.n_steps
 
         if path.suffix == ".parquet":
@@ -703,12 +727,10 @@ def ingest_rollout_file(
                 t = _conform_parquet(pa.Table.from_batches([batch]), uri, round)
                 if isinstance(t, Quarantined):
                     codes[t.error_type] = codes.get(t.error_type, 0) + 1
-                    landed(writer.submit(land, lake, None, None, [t]))
+                    writer.submit(land_block, None, [t], 0, 0)
                     break
-                land_part(t, np.arange(row0, row0 + t.num_rows), [], "row")
+                land_part(t, np.arange(row0, row0 + t.num_rows), [], row0 + t.num_rows - 1, total_rows, "row")
                 row0 += t.num_rows
-                if progress:
-                    progress(row0 - 1, total_rows, res.episodes_added)
         else:
             done = 0
             with path.open("rb") as fh:
@@ -719,11 +741,9 @@ def ingest_rollout_file(
 
                 with prefetch(parsed(), "rollout-read") as blocks:
                     for size, (t, lines, bad) in blocks:
-                        land_part(t, lines, bad, "line")
                         done += size
-                        if progress:
-                            progress(done, total, res.episodes_added)
-        landed(writer.drain())  # every block is in before the session row says the file landed
+                        land_part(t, lines, bad, done, total, "line")
+        writer.drain()  # every block is in before the session row says the file landed
 
     sha = hasher.hexdigest()
     sid = _file_session(sha)

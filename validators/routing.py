@@ -375,7 +375,12 @@ def _route_chunks(
     run_ts = datetime.now(UTC)  # every verdict of this run carries it
     own: set[str] = set()  # the verdict files this run committed (see write_decision)
     routed = 0
-    with WriteBehind("route-write") as writer:
+
+    def done(n: int) -> None:
+        nonlocal routed
+        routed += n
+
+    with WriteBehind("route-write", on_done=done) as writer:
         for table in chunks:
             batch = EpisodeBatch(table, loaded)
             try:
@@ -388,8 +393,8 @@ def _route_chunks(
                 v.after_batch(batch, d.passed)
             if not writer.started:
                 gate()
-            routed += writer.submit(write_decision, lake, round, table, d, say, own) or 0
-        routed += writer.drain() or 0
+            writer.submit(write_decision, lake, round, table, d, say, own)
+        writer.drain()
         if not writer.started:
             gate()  # no chunk at all
     return routed
