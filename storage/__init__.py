@@ -17,9 +17,9 @@ def _use_jemalloc() -> None:
     Why: this pipeline allocates and frees tens of large buffers per chunk (Parquet string columns, verdicts,
     converted blocks). mimalloc hands freed memory back to the OS at once, so each new buffer is faulted in again
     as fresh, kernel-zeroed (transparent huge) pages: a quarter to a third of routing's CPU in `perf`. jemalloc
-    keeps freed pages for reuse (and returns them after a second idle): routing 1M episodes took 22.7 CPU-s with
-    it against 26.9-28.9 without (6.3 system CPU-s against 10.4-11.9), a rollout ingest about 0.5 CPU-s less per
-    1M steps (docs/validators.md, "Speed"). Buffers allocated before the switch are freed by their own pool."""
+    keeps freed pages for reuse (and returns them after a second idle): routing 1M episodes took 22.7-24.4 CPU-s
+    with it against 26.9-31.2 without (docs/validators.md, "Speed"); a rollout ingest is no slower. Buffers
+    allocated before the switch are freed by their own pool."""
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
     try:
