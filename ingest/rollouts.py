@@ -1,9 +1,10 @@
 """Stream rollout files (JSONL or Parquet, format flywheel.rollout/1) into the episodes table, columnar.
 
-A multi-GB file is never loaded whole: JSONL is cut into blocks of whole lines (`block_bytes`), each parsed by
-pyarrow.json with the explicit ROLLOUT schema (no inference, no per-line Python); Parquet is read with
-iter_batches. Each block is validated, converted to the episodes schema and hashed with Arrow compute kernels,
-then appended with Lake.append (idempotent on episode_id), so memory is bounded by a block, not the file.
+A multi-GB file is never loaded whole: JSONL is cut into blocks of whole lines (`block_bytes`, one reused
+buffer), each parsed by pyarrow.json with the explicit ROLLOUT schema (no inference, no per-line Python); Parquet
+is read with iter_batches. Each block is validated, converted to the episodes schema and hashed with Arrow compute
+kernels, then appended with Lake.append (idempotent on episode_id), so memory is bounded by a few blocks, not the
+file. Reading+parsing, converting and appending run as three overlapping stages (two threads beside this one).
 
 Bad input: a block that pyarrow cannot parse is bisected until the bad lines are isolated, so a file with one
 bad line in 100,000 costs about two extra parses of one block, and the bad line becomes a quarantine row naming
@@ -12,8 +13,9 @@ unknown actions) are found with vectorised masks. An unreadable action on the la
 says termination=unreadable_action is not an error: it is a real failed attempt, kept with reward -1.
 
 Episode ids are `schemas.records.Episode.content_hash`, computed here column-wise (`episode_ids`); a test
-checks both agree. Actions are parsed column-wise with a regex that only accepts the canonical grammar forms
-(`parse_actions`); anything it cannot decide falls back to schemas.actions.parse_action for that row only.
+checks both agree. Actions are parsed column-wise (`parse_actions`): a regex accepts the canonical grammar forms,
+whose fields are then read from the strings' bytes; anything else falls back to schemas.actions.parse_action for
+that row only.
 """
 
 from __future__ import annotations
@@ -74,10 +76,6 @@ _CANONICAL = (
 #: In a canonical string the quoted value sits between this prefix and the closing "')".
 _VALUE_PREFIX = {"type": "type(content='", "finished": "finished(content='", "hotkey": "hotkey(key='"}
 _ACTION_FIELDS = ("action_type", "x", "y", "x2", "y2", "text", "key", "direction")
-
-
-def _nonempty(a: pa.Array) -> pa.Array:
-    return pc.if_else(pc.equal(a, ""), pa.scalar(None, pa.string()), a)
 
 
 def _scatter(n: int, idx: np.ndarray, values: pa.Array, type: pa.DataType) -> pa.Array:
