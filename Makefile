@@ -56,7 +56,8 @@ demo: setup
 	$(BIN)/flywheel demo --rounds 3 --lake ./lake-demo
 
 # Sized to finish in <= 30 minutes on 2 cores; `python -m bench NAME` alone keeps each module's full default (fuzz
-# 600 s, scale 10M episodes, a 5 GiB rollout file). Prints one line per figure and writes bench/results.json.
+# 600 s, scale 10M episodes, a 5 GiB rollout file). Prints one line per figure, also into bench/summary.txt, and writes
+# bench/results.json.
 BENCH_ENV ?= BENCH_PRACTICE_S=240 BENCH_FUZZ_SECONDS=180 BENCH_SCALE_EPISODES=3000000 BENCH_SCALE_ROUNDS=15 BENCH_ROLLOUT_GB=1
 bench: setup
 	$(BENCH_ENV) $(BIN)/python -m bench

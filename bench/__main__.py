@@ -1,5 +1,6 @@
 """Run every benchmark module (bench/bench_*.py, each with `run() -> list[Figure]`), print the figures, one line
-each, and write them to bench/results.json (BENCH_RESULTS overrides the path) so two runs can be compared.
+each, write the summary lines to bench/summary.txt (BENCH_SUMMARY overrides the path: the lines read the same in a
+file as in a terminal) and the figures to bench/results.json (BENCH_RESULTS overrides) so two runs can be compared.
 
 `python -m bench [NAME...]` runs only the named modules (e.g. `python -m bench lake`);
 `python -m bench compare OLD.json NEW.json` prints each figure of both runs side by side.
@@ -23,6 +24,7 @@ import bench
 from bench.common import console, figure_line, load, print_figures, quick
 
 RESULTS = Path(__file__).with_name("results.json")
+SUMMARY = Path(__file__).with_name("summary.txt")
 
 
 def _commit() -> str:
@@ -77,11 +79,15 @@ def main(argv: list[str]) -> int:
     results.update(wall_s=wall, load_end=load(), failed=failed)
     out = Path(os.environ.get("BENCH_RESULTS", RESULTS))
     out.write_text(json.dumps(results, indent=1) + "\n")
+    verdict = "all targets met" if not failed else f"{failed} figure(s) below target or failed"
+    lines.append(f"{verdict}; {len(names)} module(s) in {wall / 60:.1f} min, load {load_start:.1f} -> {load():.1f}; "
+                 f"{results['commit']}; {out}")  # fmt: skip
+    summary = Path(os.environ.get("BENCH_SUMMARY", SUMMARY))
+    summary.write_text("\n".join(lines) + "\n")
     console.rule("summary")
     for line in lines:
         _say(line)
-    verdict = "all targets met" if not failed else f"{failed} figure(s) below target or failed"
-    _say(f"{verdict}; {len(names)} module(s) in {wall / 60:.1f} min, load {load_start:.1f} -> {load():.1f}; {out}")
+    _say(f"(these lines are in {summary})")
     return 1 if failed else 0
 
 

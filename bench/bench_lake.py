@@ -199,13 +199,13 @@ def run() -> list[Figure]:
             note=f"lake {t_lake:.1f} s, {bytes_lake / 2**20:,.0f} MiB; pyarrow.parquet.write_table {t_pq:.1f} s, {bytes_pq / 2**20:,.0f} MiB",
         ),
         Figure(
-            "DuckDB passes per round (s)",
+            "DuckDB passes per round (s) vs the 1 s budget",
             duck,
-            base,
+            1.0,
             "s",
-            target=None,
+            target=1.0,
             lower_is_better=True,
-            note=f"DuckDB over Lake.duckdb() {duck * 1000:.0f} ms (goal < 1 s); PyArrow scan + group_by {base * 1000:.0f} ms",
+            note=f"DuckDB over Lake.duckdb() {duck * 1000:.0f} ms; PyArrow scan + group_by of the same files {base * 1000:.0f} ms",
         ),
     ]
 

@@ -2,11 +2,12 @@
 end to end on a local lake (read new episodes, GX suite, validators, verdicts, sft/ct appends, rounds row).
 
 Figures (each against a baseline measured in the same run):
-- routing rate vs the 50,000 episodes/s target (baseline: the target itself, so ratio >= 1 means met), with the
-  rate without the GX suite, the CPU seconds (all threads: what other jobs on the cores change least) and the
-  per-episode `check` loop's rate in the note (the machine is shared: a busy core halves the rate);
+- routing rate vs the 50,000 episodes/s floor (baseline: the floor itself, so ratio >= 1 means met; issue 27 aims
+  at 2x), with the CPU seconds (all threads: what other jobs on the cores change least), GX's share of them and
+  the per-episode `check` loop's rate in the note (the machine is shared: a busy core halves the rate);
 - columnar validation vs the per-episode `check` loop on a sample (the reason for the columnar design);
-- GX suite time as a share of routing time (<= 25%);
+- GX suite CPU time as a share of the rest of routing's (<= 25%; it runs in a thread beside the first chunk, so
+  its wall time overlaps);
 - near-duplicate dedup throughput on its own, vs the exact dedup's.
 BENCH_QUICK=1: 20,000 episodes. BENCH_ROUTING_N overrides N.
 """
@@ -83,16 +84,23 @@ def run() -> list[Figure]:
         import statsmodels.stats.proportion  # noqa: F401
 
         stages: dict[str, float] = {}
+        gx: dict[str, float] = {}
+
+        def progress(stage: str, info: dict) -> None:
+            stages.setdefault(stage, time.perf_counter() - t)
+            if stage == "dq":  # the suite's own wall and CPU time (it runs in a thread beside the first chunk)
+                gx.update(s=info["s"], cpu_s=info["cpu_s"])
+
         t, cpu0 = time.perf_counter(), time.process_time()
-        route_round(lake, 1, policy=policy, progress=lambda s, i: stages.setdefault(s, time.perf_counter() - t))
+        route_round(lake, 1, policy=policy, progress=progress)
         total = time.perf_counter() - t
         cpu = time.process_time() - cpu0  # all threads; less sensitive than wall time to other jobs on the cores
         load = os.getloadavg()[0]
         rate = n / total
-        gx = stages["dq"] - stages["loaded"]
-        gx_share = gx / (total - gx)
-        console.print(f"routed {n:,} in {total:.1f} s ({rate:,.0f}/s, {n / (total - gx):,.0f}/s without GX; load {load:.1f}); stages: "
-                      + ", ".join(f"{k}={v:.1f}s" for k, v in stages.items()))  # fmt: skip
+        # GX overlaps the first chunk, so its share is of the CPU time (what it takes from the rest of the work)
+        gx_share = gx["cpu_s"] / (cpu - gx["cpu_s"])
+        console.print(f"routed {n:,} in {total:.1f} s ({rate:,.0f}/s, {cpu:.1f} CPU-s, GX {gx['cpu_s']:.1f} CPU-s; load {load:.1f}); "
+                      "stages: " + ", ".join(f"{k}={v:.1f}s" for k, v in stages.items()))  # fmt: skip
 
         # near-dup on its own vs exact
         nb = EpisodeBatch(synthetic_rollouts(20_000 if not quick() else 5_000, 7, screenshots=pool))
@@ -110,17 +118,17 @@ def run() -> list[Figure]:
             TARGET,
             "ep/s",
             target=1.0,
-            note=f"N={n:,} x 20 steps, 2 cores; {total:.1f} s wall, {cpu:.1f} CPU-s; {n / (total - gx):,.0f} ep/s without GX; check() loop: {loop_rate:,.0f} ep/s",
+            note=f"N={n:,} x 20 steps, 2 cores; {total:.1f} s wall, {cpu:.1f} CPU-s (GX {gx['cpu_s']:.1f}); check() loop: {loop_rate:,.0f} ep/s",
         ),  # fmt: skip
         Figure("columnar check_batch vs per-episode check loop", col_rate, loop_rate, "ep/s", target=10.0),
         Figure(
-            "GX suite overhead (share of routing time)",
+            "GX suite overhead (share of routing's CPU time)",
             gx_share,
             0.25,
             "",
             target=1.0,
             lower_is_better=True,
-            note=f"GX {gx:.2f} s of {total:.1f} s",
+            note=f"GX {gx['cpu_s']:.2f} CPU-s ({gx['s']:.2f} s wall, beside the first chunk) of {cpu:.1f} CPU-s",
         ),  # fmt: skip
         Figure("near-dup MinHash LSH (episodes/s) vs exact dedup", near_rate, exact_rate, "ep/s"),
     ]

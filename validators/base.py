@@ -55,6 +55,7 @@ class EpisodeBatch:
         else:  # chunk by chunk: combining a nested column would copy every step field, wanted or not
             chunks = [c for c in col.chunks if len(c)] or [pa.array([], type=col.type)]
         self._values = [c.flatten() for c in chunks]  # respects slicing; null lists contribute no steps
+        self._chunk_rows = [len(c) for c in chunks]
         parents, lengths, row = [], [], 0
         for c in chunks:
             parents.append(np.asarray(pc.list_parent_indices(c).to_numpy(zero_copy_only=False), dtype=np.int64) + row)
@@ -116,6 +117,24 @@ class EpisodeBatch:
                 self._cache[key] = pa.nulls(self.n_steps_total)
         return self._cache[key]
 
+    def step_lists(self, name: str, fill: Any = None) -> pa.ChunkedArray:
+        """A step field as one list per episode (nulls replaced by `fill` when given), chunk by chunk as the table
+        came: no step value is copied (combining would copy every value of the field)."""
+        field = self.step(name)
+        out, row, step0 = [], 0, 0
+        for i, n in enumerate(self._chunk_rows):
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(self.lengths[row : row + n], out=offsets[1:])
+            if isinstance(field, pa.ChunkedArray):
+                values = field.chunk(i)
+            else:  # one array for every chunk (a field the table lacks: nulls)
+                values = field.slice(step0, int(offsets[-1]))
+            if fill is not None and values.null_count:
+                values = pc.fill_null(values, fill)
+            out.append(pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values))
+            row, step0 = row + n, step0 + int(offsets[-1])
+        return pa.chunked_array(out)
+
     def any_step(self, mask: np.ndarray) -> np.ndarray:
         """Per episode: does any of its steps have mask True?"""
         if not len(mask):
@@ -133,7 +152,7 @@ class EpisodeBatch:
         idx = np.flatnonzero(mask)
         if len(idx):
             eps, first = np.unique(self.parent[idx], return_index=True)
-            out[eps] = self.position[idx[first]]
+            out[eps] = idx[first] - self.starts[eps]  # positions of these steps only, not of every step
         return out
 
     def take(self, indices: np.ndarray) -> EpisodeBatch:

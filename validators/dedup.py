@@ -33,9 +33,7 @@ def _combined(a: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def content_text(b: EpisodeBatch) -> pa.Array:
     """Per episode: instruction, 0x1f, the action strings joined by 0x1e (what a duplicate repeats)."""
-    offsets = pa.array(np.concatenate([b.starts, [b.n_steps_total]]).astype(np.int32) if b.n else np.zeros(1, np.int32))
-    actions = pa.ListArray.from_arrays(offsets, _combined(pc.fill_null(b.step("action"), "")))
-    joined = pc.binary_join(actions, "\x1e")
+    joined = _combined(pc.binary_join(b.step_lists("action", fill=""), "\x1e"))
     return pc.binary_join_element_wise(pc.fill_null(b.col("instruction"), ""), joined, "\x1f")
 
 
@@ -57,8 +55,9 @@ def content_keys(b: EpisodeBatch) -> pa.Array:
     """
     import polars as pl
 
-    offsets = pa.array(np.concatenate([b.starts, [b.n_steps_total]]).astype(np.int32) if b.n else np.zeros(1, np.int32))
-    actions = pa.ListArray.from_arrays(offsets, _combined(pc.fill_null(b.step("action"), "")))
+    # the actions as one list per episode, chunk by chunk (no copy of the strings; a row's hash does not depend on
+    # how the frame is chunked)
+    actions = b.step_lists("action", fill="")
     df = pl.DataFrame({"i": pl.Series(pc.fill_null(b.col("instruction"), "")), "a": pl.Series(actions)})
     return _hex([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)])
 

@@ -11,7 +11,10 @@ checked there: a violation raises RoutingError.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.iterators import prefetch
+from core.iterators import Prefetch, WriteBehind, prefetch
 from core.stats import wilson
 from schemas.tables import EPISODES, PILE_EPISODE_COLUMNS
 from storage import projection
@@ -267,33 +270,45 @@ def route_round(
     routed = pile_ids(lake, round)  # a pile row's round is its episode's: the rest of the piles cannot match
     new_meta = lake.read("episodes", DQ_COLUMNS + ["task_family"], filter=new_episodes_filter(round, routed))
     say("loaded", {"n": new_meta.num_rows})
-    dq: DQResult | None = None
-    if new_meta.num_rows and run_dq:
-        dq = run_suite(new_meta, round)
-        if not dq.success:
-            if not allow_failed_dq:
-                lake.append("dq_results", [dq.row()])
-                update_round(lake, round, breakdown={"dq": _dq_info(dq)})
-                raise DataQualityError(
-                    f"round {round}: batch {dq.batch_id[:12]} ({new_meta.num_rows} episodes) failed data quality, "
-                    f"nothing routed. {dq.message()}. Fix the input, or route anyway with --allow-failed-dq (recorded)."
-                )
-            dq = DQResult(**{**asdict(dq), "overridden": True})
-        lake.append("dq_results", [dq.row()])
-        say("dq", {"success": dq.success, "overridden": dq.overridden})
     routed_now = 0
+    chunks: Prefetch[pa.Table] | None = None
     if new_meta.num_rows:
         plan = plan or Plan.build(policy or load_policy(), ValidationContext(lake=lake))
-        plan.prepare(lake, set(pc.unique(new_meta.column("source")).to_pylist()))
-        has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
-        prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
-        run_ts = datetime.now(UTC)  # every verdict of this run carries it
-        own: set[str] = set()  # the verdict files this run committed (see route_batch)
         r = plan.reads()
         tables = projection.scan(lake, "episodes", r.columns, step_fields=r.step_fields, dictionary_fields=r.dictionary_fields,
                                  filter=new_episodes_filter(round, routed))  # fmt: skip
-        for chunk in prefetch(_chunks(tables, chunk_size), "route-read"):  # the next chunk read while this is judged
-            routed_now += route_batch(lake, round, chunk, plan, prior, say, r.loaded, run_ts, own)
+        chunks = prefetch(_chunks(tables, chunk_size), "route-read")
+    dq: DQResult | None = None
+    with chunks or contextlib.nullcontext(), ThreadPoolExecutor(1, thread_name_prefix="route-dq") as pool:
+        # the GX suite runs in a thread while the first chunk is read (another thread: Arrow releases the GIL) and
+        # judged; nothing is written before it has passed
+        suite = pool.submit(_timed_suite, new_meta, round) if new_meta.num_rows and run_dq else None
+
+        def gate() -> None:
+            """Before the first write: the suite's verdict (stored either way; a failure stops the round)."""
+            nonlocal dq
+            if suite is None:
+                return
+            dq, took = suite.result()
+            if not dq.success:
+                if not allow_failed_dq:
+                    lake.append("dq_results", [dq.row()])
+                    update_round(lake, round, breakdown={"dq": _dq_info(dq)})
+                    raise DataQualityError(
+                        f"round {round}: batch {dq.batch_id[:12]} ({new_meta.num_rows} episodes) failed data quality, "
+                        f"nothing routed. {dq.message()}. Fix the input, or route anyway with --allow-failed-dq (recorded)."
+                    )
+                dq = DQResult(**{**asdict(dq), "overridden": True})
+            lake.append("dq_results", [dq.row()])
+            say("dq", {"success": dq.success, "overridden": dq.overridden, **took})
+
+        if chunks is not None and plan is not None:
+            plan.prepare(lake, set(pc.unique(new_meta.column("source")).to_pylist()))
+            has_prior = lake.dataset("verdicts").count_rows(filter=pc.field("round") == round) > 0
+            prior = lake.read("verdicts", filter=pc.field("round") == round) if has_prior else None
+            routed_now = _route_chunks(lake, round, chunks, plan, prior, say, r.loaded, gate)
+        else:
+            gate()
     summary = summarize(lake, round)
     summary.routed_now = routed_now
     summary.dq = _dq_info(dq) if dq else None
@@ -311,6 +326,12 @@ def route_round(
     update_round(lake, round, breakdown=breakdown, **fields_)
     say("done", summary.as_dict())
     return summary
+
+
+def _timed_suite(table: pa.Table, round: int) -> tuple[DQResult, dict[str, float]]:
+    """The suite's result, its wall time and its CPU time (this thread's: the suite runs beside the routing)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    return run_suite(table, round), {"s": time.perf_counter() - t0, "cpu_s": time.thread_time() - c0}
 
 
 def _dq_info(dq: DQResult) -> dict[str, Any]:
@@ -335,18 +356,55 @@ def _chunks(tables: Any, size: int) -> Any:
         yield pa.concat_tables(buf)
 
 
-def route_batch(
+def _route_chunks(
     lake: Lake,
     round: int,
-    table: pa.Table,
+    chunks: Iterator[pa.Table],
     plan: Plan,
     prior: pa.Table | None,
     say: Progress,
-    loaded: frozenset[str] | None = None,
-    run_ts: datetime | None = None,
-    own_files: set[str] | None = None,
+    loaded: frozenset[str] | None,
+    gate: Callable[[], None] = lambda: None,
 ) -> int:
-    """Decide and route one chunk of new episodes: verdicts, then sft, then ct (each idempotent).
+    """Decide each chunk here and write it in a writer thread (Parquet encoding and Delta commits release the GIL),
+    so chunk k is written while chunk k+1 is judged and chunk k+2 read: the three stages share the cores.
+
+    Chunks are written one at a time, in order, each as verdicts, then sft, then ct; at most one write is in
+    flight. A validator's state (dedup keys) takes in chunk k as soon as it is decided, which is what chunk k+1
+    must see; if a write fails, the later chunks are never written (the error is raised here) and a re-run
+    repairs the round. `gate` runs once before the first write, and raises to stop the round before any."""
+    run_ts = datetime.now(UTC)  # every verdict of this run carries it
+    own: set[str] = set()  # the verdict files this run committed (see write_decision)
+    routed = 0
+
+    def done(n: int) -> None:
+        nonlocal routed
+        routed += n
+
+    with WriteBehind("route-write", on_done=done) as writer:
+        for table in chunks:
+            batch = EpisodeBatch(table, loaded)
+            try:
+                d = decide(batch, plan, round, prior, now=run_ts)
+            except Exception:
+                if not writer.started:
+                    gate()  # a failed suite explains bad input better than a validator's error does
+                raise
+            for v in d.used:
+                v.after_batch(batch, d.passed)
+            if not writer.started:
+                gate()
+            writer.submit(write_decision, lake, round, table, d, say, own)
+        writer.drain()
+        if not writer.started:
+            gate()  # no chunk at all
+    return routed
+
+
+def write_decision(
+    lake: Lake, round: int, table: pa.Table, d: Decision, say: Progress, own_files: set[str] | None = None
+) -> int:
+    """Route one decided chunk: verdicts, then sft, then ct (each idempotent).
 
     Verdicts: `decide` leaves out those already stored (`prior`, read at the start of the run), and the chunks of
     one run judge disjoint episodes, so the append need not re-read the verdict files this run committed itself
@@ -354,14 +412,12 @@ def route_batch(
     writer's start time, and a commit that lost a race is redone on the new snapshot.
     Pile rows are thin (schemas.tables.SFT / CT): the episode's id and flat columns, the routing round, the
     validators' pile columns (the exact-dedup content key) and, for CT, the failing reasons."""
-    batch = EpisodeBatch(table, loaded)
-    run_ts = run_ts or datetime.now(UTC)
-    d = decide(batch, plan, round, prior, now=run_ts)
+    n_rows = table.num_rows
     if d.verdicts is not None:
         lake.append("verdicts", d.verdicts, own_files=own_files)
-    say("verdicts_written", {"n": batch.n})
+    say("verdicts_written", {"n": n_rows})
     cols = {c: table.column(c) for c in PILE_EPISODE_COLUMNS}
-    cols["round_routed"] = pa.array(np.full(batch.n, round, dtype=np.int32))
+    cols["round_routed"] = pa.array(np.full(n_rows, round, dtype=np.int32))
     rows = pa.table({**cols, **d.pile_columns})
     mask = pa.array(d.passed)
     indexes = [ix for v in d.used for ix in v.pile_indexes(lake)]
@@ -370,8 +426,6 @@ def route_batch(
     ct = rows.append_column(pa.field("reasons", pa.list_(pa.string()), nullable=False), d.reasons)
     n_ct = lake.append("ct", ct.filter(pc.invert(mask)), indexes=indexes)
     say("ct_appended", {"n": n_ct})
-    for v in d.used:
-        v.after_batch(batch, d.passed)
     return n_sft + n_ct
 
 

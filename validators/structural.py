@@ -64,6 +64,11 @@ def actions_valid(actions: pa.Array) -> np.ndarray:
     return ok
 
 
+def _has_text(a: pa.Array) -> np.ndarray:
+    """Non-blank: non-empty and not all whitespace (what a trimmed copy's length > 0 says, without the copy)."""
+    return as_bool(pc.and_(pc.greater(pc.binary_length(a), 0), pc.invert(pc.utf8_is_space(a))))
+
+
 class Schema(Validator):
     """Required fields are there and consistent: source, task, instruction, n_steps = len(steps), indices 0..n-1."""
 
@@ -75,13 +80,21 @@ class Schema(Validator):
     def _check(self, b: EpisodeBatch) -> Outcome:
         problems: list[tuple[str, np.ndarray]] = [
             ("source", ~as_bool(pc.is_in(b.col("source"), pa.array(SOURCES)))),
-            ("task_id", ~as_bool(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.col("task_id"))), 0))),
-            ("instruction", ~as_bool(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.col("instruction"))), 0))),
+            ("task_id", ~_has_text(b.col("task_id"))),
+            ("instruction", ~_has_text(b.col("instruction"))),
             ("n_steps", np.asarray(pc.fill_null(b.col("n_steps"), -1).to_numpy(zero_copy_only=False)) != b.lengths),
             ("too_few_steps", b.lengths < self.params["min_steps"]),
         ]
+        # indices 0..n-1: the first step of an episode is 0 and each next one is one more (equivalent to index ==
+        # position for every step, without a position array over all steps)
         idx = np.asarray(pc.fill_null(b.step("index"), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-        problems.append(("step_index", b.any_step(idx != b.position)))
+        bad_index = np.empty(len(idx), dtype=bool)
+        if len(idx):
+            bad_index[0] = False
+            np.not_equal(idx[1:], idx[:-1] + 1, out=bad_index[1:])
+            first = b.starts[b.lengths > 0]
+            bad_index[first] = idx[first] != 0
+        problems.append(("step_index", b.any_step(bad_index)))
         failed = np.zeros(b.n, dtype=bool)
         what = np.full(b.n, None, dtype=object)
         for label, mask in reversed(problems):  # the first listed problem wins in details
@@ -163,8 +176,7 @@ class Thoughts(Validator):
     defaults = {"min_share": 1.0}
 
     def _check(self, b: EpisodeBatch) -> Outcome:
-        t = b.step("thought")  # non-blank: non-empty and not all whitespace (no trimmed copy of every thought)
-        has = as_bool(pc.and_(pc.greater(pc.binary_length(t), 0), pc.invert(pc.utf8_is_space(t))))
+        has = _has_text(b.step("thought"))
         n_with = b.count_step(has)
         share = np.divide(n_with, b.lengths, out=np.zeros(b.n), where=b.lengths > 0)
         failed = share < self.params["min_share"] - 1e-12

@@ -258,3 +258,49 @@ def test_exact_dedup_keys_round_trip_as_integers_and_match_exactly() -> None:
     hit = contains([sort_words(words)], q)
     assert hit[:50].all() and not hit[50:].any()
     assert not contains([np.zeros((0, 2), np.uint64)], q).any()
+
+
+def test_schema_step_index_rule_equals_index_is_position(shot):
+    """Schema checks step indices as "the first is 0, each next one more"; that must fail exactly the episodes where
+    some step's index differs from its position (the rule as written), whatever the indices and nulls."""
+    import numpy as np
+
+    ep = make_episode(shot, n_steps=4)
+    cases = [[0, 1, 2, 3], [1, 2, 3, 4], [0, 2, 3, 4], [0, 1, 1, 2], [0, 1, 2, 2], [3, 2, 1, 0], [0, 1, None, 3]]
+    eps = [ep]
+    for k, idx in enumerate(cases):
+        steps = tuple(replace(s, index=i) for s, i in zip(ep.steps, idx))
+        eps.append(replace(ep, steps=steps, session_id=f"s-{k}", episode_id=""))
+    table = episodes_to_table(eps)
+    got = ~Schema().check_batch(table).column("passed").to_numpy(zero_copy_only=False)
+    want = [idx != list(range(4)) for idx in [list(range(4)), *cases]]
+    assert list(got) == want
+    # chunked and offset: the rule reads the steps of each chunk where the batch starts
+    chunked = pa.concat_tables([table.slice(0, 3), table.slice(3)]).slice(1)
+    got2 = ~Schema().check_batch(chunked).column("passed").to_numpy(zero_copy_only=False)
+    assert list(got2) == want[1:] and np.asarray(want[1:]).any()
+
+
+def test_exact_dedup_keys_do_not_depend_on_chunking(shot):
+    """Content keys are hashed chunk by chunk (no copy of the actions): the same rows give the same keys however the
+    table is chunked or sliced, null actions included."""
+    import pyarrow.compute as pc
+
+    from validators.base import EpisodeBatch
+    from validators.dedup import content_keys, content_text
+
+    table = episodes_to_table([make_episode(shot, i=i, n_steps=2 + i % 3) for i in range(9)]).combine_chunks()
+    steps = table.column("steps").chunk(0)
+    values = steps.values
+    k = values.type.get_field_index("action")
+    action = pc.if_else(pa.array([i == 5 for i in range(len(values))]), pa.scalar(None, pa.string()), values.field(k))
+    children = [action if i == k else values.field(i) for i in range(values.type.num_fields)]
+    values = pa.StructArray.from_arrays(children, fields=list(values.type))
+    table = table.set_column(
+        table.column_names.index("steps"), "steps", pa.ListArray.from_arrays(steps.offsets, values)
+    )
+    whole = content_keys(EpisodeBatch(table.combine_chunks()))
+    parts = pa.concat_tables([table.slice(0, 2), table.slice(2, 5), table.slice(7)])
+    assert content_keys(EpisodeBatch(parts)).equals(whole)
+    assert content_keys(EpisodeBatch(parts.slice(3))).equals(whole.slice(3))
+    assert content_text(EpisodeBatch(parts)).to_pylist() == content_text(EpisodeBatch(table)).to_pylist()
