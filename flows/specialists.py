@@ -213,7 +213,7 @@ def mixed_eval(
     def play(p: Any, tasks: list[Any]) -> dict[str, bool]:
         if not tasks:
             return {}
-        r = evaluate(p, tasks, f.eval, f.prompt, lambda n: tick(mixed=n))
+        r = evaluate(p, tasks, f.eval, f.prompt, lambda n: tick(n=n, part="mixed held-out"))
         return {t.task_id: ok for t, ok in zip(tasks, r.passed)}
 
     known = dict(done)
