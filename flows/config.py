@@ -22,6 +22,9 @@ from training.config import CTConfig, EvalConfig, OptimConfig, RLConfig, Samplin
 from training.pipeline import FlywheelConfig
 
 PEOPLE = ("humans", "scripted")
+#: How a round's RL ends: one RL job on all of the round's tasks, or specialists (one RL job per world from the
+#: same SFT checkpoint) merged by parameter interpolation (flows/specialists.py).
+RL_MODES = ("joint", "specialists")
 
 
 def tuned_flywheel() -> FlywheelConfig:
@@ -53,6 +56,37 @@ def tuned_flywheel() -> FlywheelConfig:
 
 
 @dataclass(frozen=True)
+class SpecialistConfig:
+    """One specialist: a named RL run from the round's SFT checkpoint on one world, a subset of the tasks (UI-TARS-2,
+    section 2.6). `families`: the sandbox's families, or MiniWoB++ task names; `levels`: the sandbox's levels; None:
+    all of them. `env`: the world's environment backend (None: the round's). `alpha`: its weight in the merge (None
+    for every specialist: equal weights, or the sweep's choice)."""
+
+    name: str = ""
+    families: tuple[str, ...] | None = None
+    levels: tuple[int, ...] | None = None
+    env: str | None = None
+    alpha: float | None = None
+
+
+@dataclass(frozen=True)
+class MergeConfig:
+    """How the specialists of a round are merged (training/merge.py)."""
+
+    #: Choose alpha on the worlds' held-out tasks from `grid` (two specialists), keeping the best by `objective`:
+    #: "worst" (the worst world's score) or "mean". Note: the kept alpha's held-out score is then a maximum over
+    #: the grid, slightly optimistic.
+    sweep: bool = False
+    objective: str = "worst"
+    grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    #: The mixed held-out set's composed tasks per composed family and level (sandbox family groups only; 0: none).
+    mixed_per_cell: int = 2
+    #: Also evaluate the common checkpoint and each specialist on the mixed held-out set (the merge's comparison;
+    #: costs one more evaluation per model).
+    eval_members: bool = False
+
+
+@dataclass(frozen=True)
 class RoundConfig:
     """One flywheel round (flows/stages.py): sample -> annotate -> intake -> route -> CT -> SFT -> RL -> evaluate
     -> summary, in the environment backend `env`."""
@@ -74,10 +108,19 @@ class RoundConfig:
     #: acts with (training/served.py). None: in-process.
     policy_url: str | None = None
     flywheel: FlywheelConfig = field(default_factory=tuned_flywheel)
+    #: "joint": the round's RL stage is one RL job on all its tasks; "specialists": one RL job per `specialists`
+    #: entry from the SFT checkpoint, then their merge (`merge`), which is the RL stage's checkpoint.
+    rl_mode: str = "joint"
+    specialists: tuple[SpecialistConfig, ...] = ()
+    merge: MergeConfig = field(default_factory=MergeConfig)
 
     def __post_init__(self) -> None:
         if self.people not in PEOPLE:
             raise ValueError(f"people must be one of {', '.join(PEOPLE)}, not {self.people!r}")
+        if self.rl_mode not in RL_MODES:
+            raise ValueError(f"rl_mode must be one of {', '.join(RL_MODES)}, not {self.rl_mode!r}")
+        if self.rl_mode == "specialists":
+            check_specialists(self)
 
     @property
     def backend(self):  # noqa: ANN201 - training.envs.EnvBackend, shared within the process
@@ -87,6 +130,46 @@ class RoundConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def check_specialists(cfg: RoundConfig) -> None:
+    """Refuse, in one line, a specialists round that could not run to its merge: fewer than two specialists, names
+    missing or repeated, a world its backend does not have, alphas that are not a convex combination, a sweep that
+    is not over two specialists, an external training backend (it has no task subsets)."""
+    from training.envs import check_world
+    from training.merge import OBJECTIVES, MergeError, check_alphas
+
+    sp, m = cfg.specialists, cfg.merge
+    if len(sp) < 2:
+        raise ValueError(f"rl_mode 'specialists' needs at least two [[specialists]], not {len(sp)}")
+    names = [s.name for s in sp]
+    if not all(names) or len(set(names)) != len(names) or {"composed", "overall"} & set(names):
+        raise ValueError(f"each specialist needs a name of its own (not composed or overall): {names}")
+    for s in sp:
+        env = s.env or cfg.env
+        try:
+            check_world(env, cfg.env_tasks if env == cfg.env else None, s.families, s.levels)
+        except ValueError as e:
+            raise ValueError(f"specialist {s.name}: {e}") from None
+    given = [s.alpha for s in sp if s.alpha is not None]
+    if m.sweep:
+        if len(sp) != 2 or given:
+            raise ValueError("merge.sweep chooses the alpha of two specialists: give two, without an alpha")
+        if m.objective not in OBJECTIVES:
+            raise ValueError(f"merge.objective must be one of {', '.join(OBJECTIVES)}, not {m.objective!r}")
+        if not m.grid or any(not 0.0 <= a <= 1.0 for a in m.grid):
+            raise ValueError(f"merge.grid must be weights in [0, 1], not {list(m.grid)}")
+    elif given:
+        if len(given) != len(sp):
+            raise ValueError("give every specialist an alpha, or none (equal weights)")
+        try:
+            check_alphas({s.name: float(s.alpha) for s in sp})  # type: ignore[arg-type]
+        except MergeError as e:
+            raise ValueError(f"specialists' {e}") from None
+    if cfg.flywheel.backend != "builtin":
+        raise ValueError(
+            "rl_mode 'specialists' needs the builtin training backend (an external one has no task subsets)"
+        )
 
 
 def quick(cfg: RoundConfig) -> RoundConfig:
@@ -162,13 +245,24 @@ def config_from_dict(cls: type, data: dict[str, Any] | None, base: Any = None) -
     kw: dict[str, Any] = {}
     for k, v in data.items():
         t, now = hints[k], getattr(base, k)
+        item = _item_dataclass(t)
         if isinstance(v, dict) and dataclasses.is_dataclass(t):
             kw[k] = config_from_dict(t, v, now if dataclasses.is_dataclass(now) else None)
+        elif isinstance(v, list) and item is not None:  # e.g. [[specialists]] tables: each over the item's defaults
+            kw[k] = tuple(config_from_dict(item, x) if isinstance(x, dict) else x for x in v)
         elif isinstance(v, list):
             kw[k] = tuple(v)
         else:
             kw[k] = v
     return replace(base, **kw)
+
+
+def _item_dataclass(t: Any) -> type | None:
+    """X when `t` is tuple[X, ...] with X a dataclass (a list of config sections), else None."""
+    args = typing.get_args(t)
+    if typing.get_origin(t) is tuple and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        return args[0]
+    return None
 
 
 def load_round_config(path: str | Path | None) -> RoundConfig:

@@ -371,6 +371,10 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
 
     f = ctx.cfg.flywheel
     base = base_checkpoint(ctx.lake, ctx.round, stage)
+    if stage == "rl" and ctx.cfg.rl_mode == "specialists":  # specialists from `base`, merged (flows/specialists.py)
+        from flows.specialists import run_specialists
+
+        return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
     good = None
     if stage == "rl":
@@ -380,6 +384,9 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
     res, _ = run_training(ctx.lake, ctx.round, stage, base, f, lambda i, loss: ctx.tick(stage, i=i, loss=loss),
                           sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks, known_good=good)  # fmt: skip
     row = res.to_row()
+    if stage == "rl":
+        update_round(ctx.lake, ctx.round, breakdown={"rl": {"mode": "joint", "base": base, "checkpoint": res.output_checkpoint,
+                                                            "run_id": row["run_id"]}})  # fmt: skip
     return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "tokens": res.tokens,
             "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],
             "wall_s": _r2(res.wall_s)}  # fmt: skip
@@ -395,15 +402,27 @@ def stage_evaluate(ctx: RoundContext) -> dict[str, Any]:
     if uri is None:
         raise RoundStateError(f"round {ctx.round} has no checkpoint to evaluate")
     env, f = ctx.backend, ctx.cfg.flywheel
-    res = evaluate(acting_policy(ctx, uri), env.heldout_tasks(ctx.cfg.eval_per_cell), f.eval, f.prompt,
-                   lambda n: ctx.tick("evaluate", n=n))  # fmt: skip
+    policy, tasks = acting_policy(ctx, uri), env.heldout_tasks(ctx.cfg.eval_per_cell)
+    res = evaluate(policy, tasks, f.eval, f.prompt, lambda n: ctx.tick("evaluate", n=n))
     record_eval(ctx.lake, ctx.round, res)
-    extra: dict[str, Any] = {"env": {"name": env.name, **(env.stats() or {})}}
+    extra: dict[str, Any] = {}
+    if ran_specialists(ctx.lake, ctx.round):  # the merged model on the mixed held-out set
+        from flows.specialists import mixed_eval
+
+        done = {t.task_id: ok for t, ok in zip(tasks, res.passed)}
+        extra["mixed"] = mixed_eval(ctx.lake, ctx.round, ctx.cfg, policy, done, lambda **kw: ctx.tick("evaluate", **kw))
+    extra["env"] = {"name": env.name, **(env.stats() or {})}
     ref = env.reference(ctx.cfg.eval_per_cell) if ctx.round == 0 else None
     if ref is not None:
         extra["demonstrator_eval"] = ref
     update_round(ctx.lake, ctx.round, breakdown=extra)
     return res.breakdown() | {"wall_s": _r2(res.wall_s), "checkpoint": uri} | extra
+
+
+def ran_specialists(lake: Lake, round: int) -> bool:
+    """Whether round `round`'s RL stage ended with specialists and their merge (by its recorded status)."""
+    rl = stage_status(lake, round).get("rl") or {}
+    return rl.get("status") == "done" and rl.get("mode") == "specialists"
 
 
 def stage_summary(ctx: RoundContext) -> dict[str, Any]:
@@ -439,7 +458,28 @@ def round_markdown(lake: Lake, round: int) -> str:
     for s in STAGES:
         if s in rec.stages:
             lines.append(f"| {s} | {rec.stages[s].get('status')} | {rec.stages[s].get('seconds', '')} |")
-    return "\n".join(lines)
+    return "\n".join(lines + rl_markdown(rec))
+
+
+def rl_markdown(rec: Any) -> list[str]:
+    """The round's RL mode; with specialists, each one's world and checkpoint, the merge's alphas, and the merged
+    model on the mixed held-out set (validators.rounds.RLSummary, RoundRecord.mixed)."""
+    rl = rec.rl
+    if rl is None:
+        return []
+    out = ["", f"RL: {rl.describe()} -> {rl.checkpoint or '-'}"]
+    if rl.mode != "specialists":
+        return out
+    out += ["", "| specialist | world | alpha | checkpoint |", "| --- | --- | --- | --- |"]
+    out += [
+        f"| {s.name} | {s.subset()} | {rl.alphas.get(s.name, 0):g} | {s.checkpoint or '-'} |" for s in rl.specialists
+    ]
+    rates = rec.mixed.get("rates") or {}
+    if rates:
+        out += ["", "| mixed held-out (merged) | n | pass [95% CI] |", "| --- | --- | --- |"]
+        out += [f"| {k} | {r['n']} | {100 * r['rate']:.1f}% [{100 * r['lo']:.1f}%, {100 * r['hi']:.1f}%] |"
+                for k, r in rates.items()]  # fmt: skip
+    return out
 
 
 _RUN: dict[str, Callable[[RoundContext], dict[str, Any]]] = {
@@ -451,7 +491,7 @@ _RUN: dict[str, Callable[[RoundContext], dict[str, Any]]] = {
     "summary": stage_summary,
 }
 #: What a stage's status keeps of its outputs (the chain later stages and resumes read).
-_KEEP = ("checkpoint", "base", "run_id", "policy_version", "checkpoint_used")
+_KEEP = ("checkpoint", "base", "run_id", "policy_version", "checkpoint_used", "mode")
 
 
 def run_stage(ctx: RoundContext, stage: str, publish: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:

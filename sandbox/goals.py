@@ -440,3 +440,68 @@ class AnswerGoal(Goal):
 
     def describe(self) -> str:
         return f"answer {self.reference} from {self.source} row {self.row} count {self.count_value}"
+
+
+# ---- goals done one after another (composed tasks, sandbox/mixed.py) --------------------------------------
+
+
+class _Since:
+    """The screen as one part of a sequence sees it: the screen itself, except that `events` holds only the events
+    from `start` to `end` (the part's turn), so a part's goal never counts another part's presses or commands."""
+
+    def __init__(self, screen: Screen, start: int, end: int | None = None) -> None:
+        self._screen, self._start, self._end = screen, start, end
+
+    @property
+    def events(self) -> list[tuple[str, ...]]:
+        return self._screen.events[self._start : self._end]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._screen, name)
+
+
+@dataclass
+class SequenceGoal(Goal):
+    """Reach these goals in order, each judged only on the events of its own turn: a part's turn ends when that part
+    is terminal (done, or failed for good), and the next part's begins. A later part's commit before its turn (the
+    form submitted before the menu command ran) ends the episode, failing the part still waiting."""
+
+    parts: list[Goal] = field(default_factory=list)
+
+    def _turns(self, screen: Screen) -> list[tuple[int, int | None]]:
+        """(start, end) of each part's turn that has begun; the last one's end is None while it is still open."""
+        out: list[tuple[int, int | None]] = []
+        start, n = 0, len(screen.events)
+        for g in self.parts:
+            end = next((e for e in range(start + 1, n + 1) if g.terminal(_Since(screen, start, e))), None)  # type: ignore[arg-type]
+            out.append((start, end))
+            if end is None or not g.verdict(_Since(screen, start, end), None).passed:  # type: ignore[arg-type]
+                break
+            start = end
+        return out
+
+    def verdict(self, screen: Screen, answer: str | None) -> Verdict:
+        turns = self._turns(screen)
+        for g, (a, b) in zip(self.parts, turns):
+            v = g.verdict(_Since(screen, a, b), answer)  # type: ignore[arg-type]
+            if not v.passed:
+                return v
+        if len(turns) < len(self.parts):  # an open part whose state already passes, before the next part began
+            return fail("not_done", "the task's later part was never begun")
+        return Verdict.ok()
+
+    def terminal(self, screen: Screen) -> bool:
+        turns = self._turns(screen)
+        a, b = turns[-1]
+        if b is not None:  # the last part begun is over: all done, or one failed for good
+            return True
+        now = _Since(screen, a)
+        return any(g.terminal(now) for g in self.parts[len(turns) :])  # type: ignore[arg-type]
+
+    def hint(self, screen: Screen, memory: dict[str, Any]) -> Move:
+        turns = self._turns(screen)
+        a, _ = turns[-1]
+        return self.parts[len(turns) - 1].hint(_Since(screen, a), memory)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        return " then ".join(g.describe() for g in self.parts)

@@ -76,6 +76,47 @@ def generate(per_cell: int = PER_CELL, width: int = 640, height: int = 400) -> d
     return {"version": 1, "width": width, "height": height, "tasks": tasks}
 
 
+#: Seeds tried per (composed family, level) before the cell is left out: some parts never compose at a level (a
+#: part with tabs), others only at some seeds (a widget name in both parts).
+MIXED_TRIES = 12
+
+
+def mixed_tasks(
+    groups: Sequence[Sequence[str]],
+    per_cell: int = 2,
+    levels: Sequence[int] | None = None,
+    width: int = 640,
+    height: int = 400,
+) -> list[Task]:
+    """Held-out tasks that need two groups' skills in one episode: for every ordered pair of groups (a, b) and every
+    family fa of a and fb of b, the composed family `fa+fb` (sandbox/mixed.py), `per_cell` tasks per level where it
+    composes. Deterministic (seeds from a fixed generator per cell), and never a training task: composed families
+    are not in FAMILIES, which training draws from."""
+    from sandbox.mixed import NotComposable, composed
+
+    out = []
+    for i, ga in enumerate(groups):
+        for j, gb in enumerate(groups):
+            if i == j:
+                continue
+            for fa in ga:
+                for fb in gb:
+                    if fa == fb:
+                        continue
+                    fam = composed(fa, fb)
+                    for lvl in levels or LEVELS:
+                        rng, got = random.Random(f"mixed/v1/{fam}/{lvl}"), 0
+                        for _ in range(MIXED_TRIES):
+                            if got >= per_cell:
+                                break
+                            try:
+                                out.append(make_task(fam, lvl, rng.randrange(2**31), width, height))
+                                got += 1
+                            except NotComposable:
+                                continue
+    return out
+
+
 if __name__ == "__main__":
     if "--write" in sys.argv:
         PATH.write_text(json.dumps(generate(), indent=1) + "\n")

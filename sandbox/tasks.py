@@ -48,27 +48,38 @@ def task_id(family: str, level: int, seed: int, width: int = DEFAULT_WIDTH, heig
     return f"{family}/L{level}/s{seed}{size}"
 
 
-_TASK_ID = re.compile(r"^(?P<family>[a-z_]+)/L(?P<level>\d+)/s(?P<seed>\d+)(?:@(?P<w>\d+)x(?P<h>\d+))?$")
+_TASK_ID = re.compile(r"^(?P<family>[a-z_+]+)/L(?P<level>\d+)/s(?P<seed>\d+)(?:@(?P<w>\d+)x(?P<h>\d+))?$")
 
 
 def task_from_id(tid: str) -> Task | None:
     """The sandbox task a task id names (`family/L<level>/s<seed>[@WxH]`, as `task_id` writes it), rebuilt from
     its seed; None when the id is not a sandbox task's (another environment's, or an unknown family)."""
     m = _TASK_ID.match(tid or "")
-    if not m or m["family"] not in FAMILIES or int(m["level"]) not in LEVELS:
+    if not m or not _known(m["family"]) or int(m["level"]) not in LEVELS:
         return None
     size = (int(m["w"]), int(m["h"])) if m["w"] else (DEFAULT_WIDTH, DEFAULT_HEIGHT)
     return make_task(m["family"], int(m["level"]), int(m["seed"]), *size)
 
 
+def _known(family: str) -> bool:
+    from sandbox.mixed import parts_of
+
+    return family in FAMILIES or parts_of(family) is not None
+
+
 def build(family: str, level: int, seed: int, width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT) -> Built:
-    """The screen, goal and instruction of a task (fresh objects every call)."""
-    if family not in FAMILIES:
-        raise ValueError(f"unknown task family {family!r}; expected one of {', '.join(FAMILIES)}")
+    """The screen, goal and instruction of a task (fresh objects every call). A composed family (`a+b`,
+    sandbox/mixed.py) raises sandbox.mixed.NotComposable where its parts do not share a screen cleanly."""
+    if not _known(family):
+        raise ValueError(f"unknown task family {family!r}; expected one of {', '.join(FAMILIES)} (or a+b)")
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     if width < 320 or height < 240:
         raise ValueError(f"screen {width}x{height} is too small (minimum 320x240)")
+    if family not in FAMILIES:
+        from sandbox.mixed import build_composed
+
+        return build_composed(family, level, seed, width, height)
     return FAMILIES[family](random.Random(f"{family}/{level}/{seed}"), level, width, height)
 
 

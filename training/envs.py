@@ -112,10 +112,12 @@ def training_tasks(
     return [task_info(t) for t in gen(n, seed, families, levels)]
 
 
-def heldout_tasks(per_cell: int | None = None) -> list[TaskInfo]:
+def heldout_tasks(
+    per_cell: int | None = None, families: Sequence[str] | None = None, levels: Sequence[int] | None = None
+) -> list[TaskInfo]:
     from sandbox.heldout import heldout_tasks as gen
 
-    return [task_info(t) for t in gen(per_cell)]
+    return [task_info(t) for t in gen(per_cell, families, levels)]
 
 
 def known_good(backend: EnvBackend, infos: Sequence[TaskInfo]) -> tuple[TaskInfo, list[str]] | None:
@@ -161,6 +163,20 @@ class SandboxBackend:
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
         return heldout_tasks(per_cell)
 
+    def subset_tasks(
+        self, n: int, seed: int, families: Sequence[str] | None, levels: Sequence[int] | None
+    ) -> list[TaskInfo]:
+        """n training tasks of these families and levels only (a specialist's world, `World`)."""
+        return training_tasks(n, seed, families, levels)
+
+    def check_subset(self, families: Sequence[str] | None, levels: Sequence[int] | None) -> None:
+        from sandbox.families import FAMILIES, LEVELS
+
+        bad = [f for f in families or () if f not in FAMILIES] + [str(lv) for lv in levels or () if lv not in LEVELS]
+        if bad:
+            raise ValueError(f"sandbox has no family or level {', '.join(bad)} (families: {', '.join(FAMILIES)}; "
+                             f"levels: {', '.join(map(str, LEVELS))})")  # fmt: skip
+
     def task_info(self, payload: Any) -> TaskInfo:
         """The TaskInfo of one of the sandbox's own tasks (a rollout worker rebuilds its tasks with it)."""
         return task_info(payload)
@@ -196,6 +212,89 @@ class SandboxBackend:
 
     def close(self) -> None:
         return None
+
+
+# ------------------------------------------------------------------------------------------ worlds
+def _even(n: int, groups: Sequence[Any]) -> dict[Any, int]:
+    """n split over `groups` as evenly as integers allow (the first groups get the remainder)."""
+    return {g: n // len(groups) + (i < n % len(groups)) for i, g in enumerate(groups)}
+
+
+class World:
+    """Some of a backend's tasks: the families (the sandbox's families; MiniWoB++'s task names, which are its
+    families) and levels that a specialist practises and is evaluated on (flows/specialists.py). None: all of them.
+
+    Training tasks come from the backend's own subset draw where it has one (the sandbox's, by family and level),
+    else from its `split` draw over its `focus_by` groups (MiniWoB++: per task name), so the world never costs a page
+    reset of a task outside it; held-out tasks are the backend's held-out set filtered to the world."""
+
+    def __init__(self, name: str, backend: EnvBackend, families: Sequence[str] | None = None,
+                 levels: Sequence[int] | None = None) -> None:  # fmt: skip
+        self.name, self.backend = name, backend
+        self.families = tuple(families) if families else None
+        self.levels = tuple(levels) if levels else None
+        check = getattr(backend, "check_subset", None)
+        if check is not None:
+            check(self.families, self.levels)
+        if getattr(backend, "subset_tasks", None) is None:
+            other = self.levels if backend.focus_by == "family" else self.families
+            if other:
+                raise ValueError(f"world {name}: {backend.name} draws training tasks by {backend.focus_by}, so a "
+                                 f"world of it is a set of {backend.focus_by} values only")  # fmt: skip
+
+    def training_tasks(self, n: int, seed: int) -> list[TaskInfo]:
+        """n training tasks of the world (never held-out ones)."""
+        sub = getattr(self.backend, "subset_tasks", None)
+        if sub is not None:
+            return sub(n, seed, self.families, self.levels)
+        groups = self.families if self.backend.focus_by == "family" else self.levels
+        return self.backend.training_tasks(n, seed, split=_even(n, groups) if groups else None)
+
+    def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
+        return [t for t in self.backend.heldout_tasks(per_cell) if self.contains(t)]
+
+    def contains(self, t: TaskInfo) -> bool:
+        return (self.families is None or t.family in self.families) and (self.levels is None or t.level in self.levels)
+
+    def describe(self) -> dict[str, Any]:
+        """What the world is, for records: env, families, levels (None: all)."""
+        return {"env": self.backend.name, "families": list(self.families) if self.families else None,
+                "levels": list(self.levels) if self.levels else None}  # fmt: skip
+
+
+def check_world(env: str, env_tasks: Sequence[str] | None, families: Sequence[str] | None,
+                levels: Sequence[int] | None) -> None:  # fmt: skip
+    """Refuse a world its backend does not have, without starting the backend (no browser): the built-in backends
+    check their families and levels; a plug-in's world is checked when the round draws its tasks."""
+    if env not in env_names():
+        raise ValueError(f"unknown environment {env!r}; expected one of {', '.join(env_names())}")
+    if env == "sandbox":
+        SandboxBackend().check_subset(families, levels)
+    elif env == "miniwob":
+        from training.envs_miniwob import MiniwobBackend
+
+        MiniwobBackend(env_tasks).check_subset(families, levels)
+
+
+def mixed_heldout(
+    worlds: Sequence[World], per_cell: int | None, composed_per_cell: int = 2
+) -> dict[str, list[TaskInfo]]:
+    """The mixed held-out set of some worlds, by part: each world's held-out tasks (`per_cell` per family and level)
+    and, when every world is a set of the sandbox's families (disjoint), "composed": tasks that need two worlds'
+    skills in one episode (sandbox/mixed.py; `composed_per_cell` per composed family and level, at the levels all
+    worlds share). Elsewhere (MiniWoB++, a sandbox world of levels only, a world of two environments) there is no
+    composition, and the set is the worlds' held-out sets together."""
+    out = {w.name: w.heldout_tasks(per_cell) for w in worlds}
+    fams = [w.families for w in worlds]
+    sandbox = all(w.backend.name == "sandbox" and f for w, f in zip(worlds, fams))
+    if sandbox and composed_per_cell > 0 and len({x for f in fams for x in f}) == sum(len(f) for f in fams):  # type: ignore[arg-type]
+        from sandbox.families import LEVELS
+        from sandbox.heldout import mixed_tasks
+
+        levels = [lv for lv in LEVELS if all(w.levels is None or lv in w.levels for w in worlds)]
+        if levels:
+            out["composed"] = [task_info(t) for t in mixed_tasks(fams, composed_per_cell, levels)]  # type: ignore[arg-type]
+    return out
 
 
 _BACKENDS: dict[tuple, EnvBackend] = {}

@@ -191,6 +191,15 @@ class MiniwobBackend:
             )
         return self._infos(training_specs(n, seed, self.names))
 
+    def check_subset(self, families: Sequence[str] | None, levels: Sequence[int] | None) -> None:
+        """A world of MiniWoB++ is a set of this backend's task names (each task is one family of one level)."""
+        if levels:
+            raise ValueError("a MiniWoB++ world is a set of task names (families); its tasks have no levels")
+        other = [f for f in check_names(list(families or ())) if f not in self.names]
+        if other:
+            raise ValueError(f"MiniWoB++ task(s) {', '.join(other)} are not among this round's tasks "
+                             f"({', '.join(self.names)})")  # fmt: skip
+
     def heldout_tasks(self, per_cell: int | None = None) -> list[TaskInfo]:
         """The stored held-out seeds, `per_cell` per task (MiniWoB tasks have one level), all 30 with None."""
         from sandbox.miniwob import heldout_specs

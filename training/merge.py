@@ -134,6 +134,8 @@ def merge_job(
 
 #: The sweep's grid of the first specialist's weight (the second gets 1 - alpha).
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: What the sweep keeps: the alpha whose worst world scores highest, or whose mean over the worlds does.
+OBJECTIVES = {"worst": "worst world", "mean": "mean over worlds"}
 
 
 @dataclass(frozen=True)
@@ -159,13 +161,18 @@ def sweep(
     grid: tuple[float, ...] = GRID,
     round: int = 0,
     on_point: Any = None,
+    objective: str = "worst",
 ) -> tuple[list[SweepPoint], dict[str, Any], Any]:
     """Evaluate theta(alpha) = alpha theta_first + (1 - alpha) theta_second on each world's held-out tasks
-    (`worlds`: name -> TaskInfo list) for every alpha of `grid`, and the base beside them; keep the alpha whose worst
-    world scores highest (ties: the higher mean, then the alpha nearer 0.5), publish that merge and record it with
-    the whole curve in its training_runs row (metrics.sweep). Returns (points, the base's rates, the job result)."""
+    (`worlds`: name -> TaskInfo list) for every alpha of `grid`, and the base beside them; keep the alpha that scores
+    highest by `objective` (OBJECTIVES: the worst world's score, by default, or the mean; ties: the other one, then
+    the alpha nearer 0.5), publish that merge and record it with the whole curve in its training_runs row
+    (metrics.sweep). Returns (points, the base's rates, the job result)."""
     from training.checkpoints import fetch
     from training.evaluate import evaluate
+
+    if objective not in OBJECTIVES:
+        raise MergeError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
 
     (na, ca), (nb, cb) = first, second
     pa, pb = fetch(lake, ca), fetch(lake, cb)
@@ -180,10 +187,15 @@ def sweep(
         points.append(p)
         if on_point:
             on_point(p)
-    best = max(points, key=lambda p: (p.worst(), p.mean(), -abs(p.alpha - 0.5)))
+
+    def score(p: SweepPoint) -> tuple[float, float, float]:
+        a, b = (p.worst(), p.mean()) if objective == "worst" else (p.mean(), p.worst())
+        return a, b, -abs(p.alpha - 0.5)
+
+    best = max(points, key=score)
     from dataclasses import asdict
 
-    curve = {"objective": "worst world", "first": na, "second": nb, "kept_alpha": best.alpha,
+    curve = {"objective": OBJECTIVES[objective], "first": na, "second": nb, "kept_alpha": best.alpha,
              "base": {w: asdict(r) for w, r in base_rates.items()},
              "points": [{"alpha": p.alpha, "rates": {w: asdict(r) for w, r in p.rates.items()}} for p in points]}  # fmt: skip
     res, _ = merge_job(lake, base, [Specialist(na, ca, best.alpha), Specialist(nb, cb, 1.0 - best.alpha)], round,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -64,6 +67,27 @@ class JobResult:
         }
 
 
+#: Entries the caller adds to the config of every run recorded in its scope (`run_tags`).
+_TAGS: ContextVar[dict[str, Any]] = ContextVar("flywheel_run_tags", default={})  # noqa: B039 - never mutated
+
+
+@contextmanager
+def run_tags(**entries: Any) -> Iterator[None]:
+    """Record `entries` in the config column of every training run recorded inside this block (in this thread).
+
+    Why: a caller that runs a job through its public function (a specialist is an RL job on a task subset,
+    flows/specialists.py) can say what the run was for in the run's own row, written once with the checkpoint,
+    without every job's signature carrying it."""
+    token = _TAGS.set({**_TAGS.get(), **entries})
+    try:
+        yield
+    finally:
+        _TAGS.reset(token)
+
+
 def record_run(lake, result: JobResult) -> str:  # noqa: ANN001
+    tags = _TAGS.get()
+    if tags:
+        result.config = {**result.config, **tags}
     lake.append("training_runs", [result.to_row()])
     return result.run_id

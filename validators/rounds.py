@@ -52,6 +52,44 @@ def _loads(raw: str | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class SpecialistRun:
+    """One specialist of a round that ended with specialists + merge: its world and the checkpoint it reached."""
+
+    name: str
+    env: str | None = None
+    families: tuple[str, ...] | None = None  # None: all of the environment's
+    levels: tuple[int, ...] | None = None
+    checkpoint: str | None = None
+    run_id: str | None = None
+
+    def subset(self) -> str:
+        """The world in a few words: `sandbox: fill_form, checkboxes (levels 1, 2)`."""
+        fam = ", ".join(self.families) if self.families else "all tasks"
+        lv = f" (levels {', '.join(map(str, self.levels))})" if self.levels else ""
+        return f"{self.env or '?'}: {fam}{lv}"
+
+
+@dataclass(frozen=True)
+class RLSummary:
+    """How a round's RL stage ended: one joint RL job, or specialists merged with these alphas (chosen by a sweep
+    when `sweep` says so: {"objective", "kept_alpha", "first"})."""
+
+    mode: str  # joint | specialists
+    checkpoint: str | None = None  # the RL stage's checkpoint: the joint job's, or the merged one
+    base: str | None = None  # the checkpoint RL started from (the specialists' common checkpoint)
+    specialists: tuple[SpecialistRun, ...] = ()
+    alphas: dict[str, float] = field(default_factory=dict)
+    sweep: dict[str, Any] | None = None
+
+    def describe(self) -> str:
+        if self.mode != "specialists":
+            return self.mode
+        a = " ".join(f"{n}={w:g}" for n, w in self.alphas.items())
+        how = f", sweep by {self.sweep['objective']}" if self.sweep else ""
+        return f"specialists ({a}{how})"
+
+
+@dataclass(frozen=True)
 class RoundRecord:
     """One row of `rounds`, typed: the columns plus the parsed JSON columns."""
 
@@ -123,6 +161,34 @@ class RoundRecord:
     def rl_effect(self) -> dict[str, Any]:
         """Held-out before and after the round's RL stage, when measured."""
         return self.breakdown.get("rl_effect") or {}
+
+    @property
+    def rl(self) -> RLSummary | None:
+        """How the round's RL ended (None when it ran no RL). Rounds recorded before the RL mode was written say
+        "joint" when their RL stage finished."""
+        b = self.breakdown.get("rl")
+        if not b:
+            st = self.stages.get("rl") or {}
+            return RLSummary("joint", st.get("checkpoint"), st.get("base")) if st.get("status") == "done" else None
+        merge = b.get("merge") or {}
+        sps = tuple(
+            SpecialistRun(s["name"], s.get("env"), tuple(s["families"]) if s.get("families") else None,
+                          tuple(s["levels"]) if s.get("levels") else None, s.get("checkpoint"), s.get("run_id"))
+            for s in b.get("specialists") or []
+        )  # fmt: skip
+        ck = merge.get("checkpoint") if b.get("mode") == "specialists" else b.get("checkpoint")
+        return RLSummary(b.get("mode", "joint"), ck, b.get("base"), sps, dict(merge.get("alphas") or {}),
+                         merge.get("sweep"))  # fmt: skip
+
+    @property
+    def rl_mode(self) -> str | None:
+        return self.rl.mode if self.rl else None
+
+    @property
+    def mixed(self) -> dict[str, Any]:
+        """The merged model on the mixed held-out set, when the round ran specialists: {"rates": {part: Rate as a
+        dict, ..., "overall": ...}, "composed", "n", "members"?} (flows/specialists.py `mixed_eval`)."""
+        return self.breakdown.get("mixed") or {}
 
     def status(self, stage: str) -> str | None:
         return (self.stages.get(stage) or {}).get("status")

@@ -214,6 +214,9 @@ def _summary(stage: str, info: Any) -> str:
         )
     if stage == "route":
         return f"{info.get('n_new')} new, {info.get('n_pass')} to SFT, {info.get('n_fail')} to CT"
+    if stage == "rl" and info.get("mode") == "specialists":
+        a = " ".join(f"{n}={w:g}" for n, w in info["alphas"].items())
+        return f"specialists {', '.join(info['specialists'])} merged ({a}) ({info['wall_s']:.0f}s)"
     if stage in ("ct", "sft", "rl"):
         return f"{info['steps']} steps loss {info['loss_first'] or 0:.3f}->{info['loss_last'] or 0:.3f} ({info['wall_s']:.0f}s)"
     if stage == "evaluate":

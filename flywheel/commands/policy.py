@@ -140,18 +140,20 @@ def _sweep(lake: Lake, base: str, ckpts: dict[str, str], worlds: dict[str, str],
            round: int) -> None:  # fmt: skip
     from core.console import data_table
     from flows.config import resolve_config
-    from training.envs import env_backend
+    from training.envs import World, env_backend
     from training.merge import MergeError, sweep
 
     if len(ckpts) != 2:
         fail(f"--sweep merges two specialists, not {len(ckpts)}")
     if not worlds:
         fail("--sweep needs at least one --world NAME=FAMILY,...")
-    tasks = env_backend(env).heldout_tasks(per_cell)
     picked = {}
     for name, fams in worlds.items():
-        want = {f.strip() for f in fams.split(",") if f.strip()}
-        picked[name] = [t for t in tasks if t.family in want]
+        want = [f.strip() for f in fams.split(",") if f.strip()]
+        try:
+            picked[name] = World(name, env_backend(env), want).heldout_tasks(per_cell)
+        except ValueError as e:
+            fail(f"world {name}: {e}")
         if not picked[name]:
             fail(f"world {name}: no held-out task of {', '.join(sorted(want))} in {env}")
     cfg = resolve_config(lake)[0].flywheel

@@ -166,7 +166,7 @@ def _status_table(lk, only: int | None = None) -> None:  # noqa: ANN001
     from flows.stages import STAGES
     from validators.rounds import read_rounds
 
-    t = Table("round", "new", "P(V=1)", "held-out", "SFT", "CT", "stages", title=esc(lk.uri))
+    t = Table("round", "new", "P(V=1)", "held-out", "SFT", "CT", "RL", "stages", title=esc(lk.uri))
     colour = {"done": "green", "running": "yellow", "failed": "red"}
 
     def pct(x: float | None) -> str:
@@ -177,7 +177,7 @@ def _status_table(lk, only: int | None = None) -> None:  # noqa: ANN001
             continue
         stages = " ".join(f"[{colour.get(r.status(s), 'white')}]{s}[/]" for s in STAGES if s in r.stages)
         t.add_row(str(r.round), str(r.n_new or ""), pct(r.pass_rate), pct(r.eval_pass_rate),
-                  str(r.sft_size or ""), str(r.ct_size or ""), stages)  # fmt: skip
+                  str(r.sft_size or ""), str(r.ct_size or ""), esc(r.rl.describe()) if r.rl else "", stages)  # fmt: skip
     console.print(t)
     console.print("stages: [green]done[/] [yellow]running[/] [red]failed[/]")
 

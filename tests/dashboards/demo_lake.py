@@ -256,6 +256,7 @@ def _rounds(
             rate = float(np.clip(eval_rate[i - 1] + 0.12 * (3 - lv), 0.01, 0.99))
             ev[str(lv)] = {"n": en, "n_pass": int(round(rate * en)), "pass_rate": round(rate, 4)}
         per["eval"] = {"by_level": ev}  # the shape validators/routing.py uses for by_source / by_family
+        per.update(_rl_mode(int(i), rounds))
         breakdowns.append(json.dumps(per))
     stages = ("ingest", "route", "ct", "sft", "rl", "eval")
     stage_status = [
@@ -292,6 +293,20 @@ def _rounds(
             "updated_at": _ts(rounds, T0, 3600, rng),
         }
     )
+
+
+def _rl_mode(i: int, rounds: int) -> dict:
+    """How round i's RL ended (flows/specialists.py's breakdown entries): joint, except the last round, which ran two
+    specialists and their merge, evaluated on the mixed held-out set."""
+    if i < rounds:
+        return {"rl": {"mode": "joint", "checkpoint": f"objects/ab/ckpt-{i}-rl.pt"}}
+    sp = [{"name": n, "env": "sandbox", "families": f, "levels": None, "checkpoint": f"objects/ab/ckpt-{i}-{n}.pt",
+           "run_id": f"run-{i}-{n}"} for n, f in (("forms", ["fill_form", "checkboxes"]), ("menus", ["menu_path"]))]  # fmt: skip
+    rl = {"mode": "specialists", "base": f"objects/ab/ckpt-{i}-sft.pt", "specialists": sp,
+          "merge": {"checkpoint": f"objects/ab/ckpt-{i}-merge.pt", "run_id": f"run-{i}-merge",
+                    "alphas": {"forms": 0.5, "menus": 0.5}, "sweep": None}}  # fmt: skip
+    rates = {"forms": _rate(14, 20), "menus": _rate(9, 20), "composed": _rate(11, 40), "overall": _rate(34, 80)}
+    return {"rl": rl, "mixed": {"rates": rates, "composed": True, "n": 80}}
 
 
 def _rl_iterations(r: int, rng: np.random.Generator, n: int = 12) -> list[dict]:

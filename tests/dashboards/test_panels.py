@@ -127,6 +127,30 @@ def test_merge_sweep_shows_each_world_along_alpha_beside_the_base(demo_lake) -> 
         assert {r["rate"] for r in base} == {sweep["base"][world]["rate"]} and len(base) == len(merged)
 
 
+def test_specialists_panel_shows_the_mixed_heldout_and_each_rounds_rl_mode(demo_lake) -> None:
+    from validators.rounds import read_rounds
+
+    lake, _ = demo_lake
+    recs = read_rounds(lake)
+    last = recs[-1]
+    rows = _panel(lake, "specialists").rows
+    assert {(r["round"], r["part"]): (r["k"], r["n"]) for r in rows} == {
+        (last.round, k): (v["k"], v["n"]) for k, v in last.mixed["rates"].items()
+    }
+    assert [r["part"] for r in rows][-1] == "overall"
+    data = _panel(lake, "specialists")
+    table = {(r["round"], r["specialist"]): r for r in data.table_rows}
+    for rec in recs:
+        if rec.rl.mode == "joint":
+            assert table[(rec.round, None)]["mode"] == "joint"
+            assert table[(rec.round, None)]["checkpoint"] == rec.rl.checkpoint
+    for s in last.rl.specialists:
+        row = table[(last.round, s.name)]
+        assert row["mode"] == "specialists" and row["world"] == s.subset() and row["alpha"] == last.rl.alphas[s.name]
+        assert row["checkpoint"] == s.checkpoint
+    assert table[(last.round, "merged")]["checkpoint"] == last.rl.checkpoint
+
+
 def test_round_stages_read_stage_status(demo_lake) -> None:
     lake, _ = demo_lake
     rows = _panel(lake, "round_stages").rows
@@ -284,6 +308,7 @@ def test_every_shipped_panel_has_sql_title_and_empty_text() -> None:
         "training_wall_time",
         "rl_curves",
         "merge_sweep",
+        "specialists",
         "round_stages",
         "quarantine",
     ):
