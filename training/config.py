@@ -136,6 +136,9 @@ class RLConfig:
     temperature: float = 1.0
     ppo_epochs: int = 1
     minibatch_size: int = 32  # steps (prompt+response sequences) per gradient step
+    #: Sequences that share a prompt (a state's candidates, the first step of a task's attempts) are trained in one
+    #: row, the prompt encoded once (training/packing.py); minibatches then keep such groups together.
+    pack_prompts: bool = True
     gamma: float = 1.0
     lambda_critic: float = 1.0  # decoupled GAE: the critic sees Monte Carlo returns
     length_adaptive: bool = True  # lambda_policy = 1 - 1/(alpha * l)

@@ -28,6 +28,7 @@ from training.config import RLConfig, to_dict
 from training.jobs import finish, resolve_base
 from training.loop import lr_at, make_optimizer
 from training.model import Policy
+from training.packing import pack, packed_hidden
 from training.practice import (
     Curriculum,
     ReplayBuffer,
@@ -137,6 +138,34 @@ def forward_policy(
     return lp, values, logits
 
 
+def forward_packed(policy: Policy, mb: Sequence[StepSeq]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """forward_policy's outputs, in the same order, with sequences that share a prompt packed into one row
+    (training/packing.py): the prompt is encoded once for all of a state's candidates."""
+    pk = pack([(s.ids[: s.n_prompt], s.ids[s.n_prompt :]) for s in mb], policy.tokenizer.pad_token_id)
+    hidden = packed_hidden(policy.model, pk)
+    logits = policy.model.get_output_embeddings()(hidden).float()
+    lp = -F.cross_entropy(logits, pk.target, reduction="none")
+    values = policy.value_head(hidden.detach()).squeeze(-1)
+    return lp, values, logits
+
+
+def shared_prompts(seqs: Sequence[StepSeq]) -> bool:
+    """Whether packing pays: some prompt is shared (with none shared, a packed row is a padded row with an explicit
+    mask, which keeps attention off its fast causal kernel)."""
+    return len({tuple(s.ids[: s.n_prompt]) for s in seqs}) < len(seqs)
+
+
+def group_order(seqs: Sequence[StepSeq], rng: random.Random) -> list[int]:
+    """Sequence indexes shuffled group by group (sequences with one prompt stay together, so a minibatch packs
+    them into one row)."""
+    by: dict[tuple[int, ...], list[int]] = {}
+    for i, s in enumerate(seqs):
+        by.setdefault(tuple(s.ids[: s.n_prompt]), []).append(i)
+    groups = list(by.values())
+    rng.shuffle(groups)
+    return [i for g in groups for i in g]
+
+
 @torch.no_grad()
 def step_values(
     policy: Policy, steps: Sequence[tuple[list[int], list[int]]], batch_size: int = 64
@@ -209,8 +238,11 @@ def ppo_losses(
     policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only: bool = False
 ) -> tuple[torch.Tensor, dict]:
     """Clip-higher PPO loss and the critic's MSE, averaged over the minibatch's agent tokens only."""
-    ids, resp = _pad(mb, policy.tokenizer.pad_token_id)
-    new_lp, v, logits = forward_policy(policy, ids, resp)
+    if cfg.pack_prompts and shared_prompts(mb):
+        new_lp, v, logits = forward_packed(policy, mb)
+    else:
+        ids, resp = _pad(mb, policy.tokenizer.pad_token_id)
+        new_lp, v, logits = forward_policy(policy, ids, resp)
     old_lp = torch.cat([s.old_lp for s in mb])
     adv = torch.cat([s.adv for s in mb])
     ret = torch.cat([s.ret for s in mb])
@@ -240,7 +272,7 @@ def ppo_losses(
         "clip_frac": low + high,
         "kl": kl,
         "entropy": float(ent.detach()),
-        "tokens": int(resp.sum()),
+        "tokens": int(new_lp.numel()),
     }
 
 
@@ -447,8 +479,11 @@ def train_rl(
                 for gr in opt.param_groups:
                     gr["lr"] = lr_at(update, total_updates, cfg.optim)
                 update += 1
-                order = list(range(len(seqs)))
-                rng.shuffle(order)
+                if cfg.pack_prompts:
+                    order = group_order(seqs, rng)
+                else:
+                    order = list(range(len(seqs)))
+                    rng.shuffle(order)
                 for i in range(0, len(order), cfg.minibatch_size):
                     mb = [seqs[j] for j in order[i : i + cfg.minibatch_size]]
                     loss, st = ppo_losses(policy, mb, cfg)
