@@ -111,11 +111,17 @@ def test_the_rl_stage_of_a_round_rolls_out_through_policy_url(tmp_path, tiny_pol
     ]
 
 
-def test_rl_through_a_server_needs_its_url() -> None:
+def test_rl_through_a_server_needs_its_url_and_episode_groups_acted_there(tiny_policy) -> None:
     from flows.config import RoundConfig
-    from training.rollout_server import RolloutServer
+    from training.rewards import verifier_reward
+    from training.rl import train_rl
+    from training.rollout_server import RolloutServer, ServedActor
 
     with pytest.raises(ValueError, match="rl_through_server needs policy_url"):
         RoundConfig(rl_through_server=True)
     with pytest.raises(ValueError, match="sync_every must be at least 1"):
         RolloutServer("http://127.0.0.1:1", sync_every=0)
+    actor = ServedActor(None, RolloutServer("http://127.0.0.1:1"))  # refused before it is ever asked
+    for cfg in (RLConfig(workers=1), RLConfig(groups="step")):
+        with pytest.raises(ValueError, match="use groups='episode' and workers=0"):
+            train_rl(tiny_policy, lambda n, s: tasks(n, s), verifier_reward(), cfg, actor=actor)
