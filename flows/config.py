@@ -103,10 +103,14 @@ class RoundConfig:
     annotate_focus: bool = True
     focus_floor: float = 0.25
     eval_per_cell: int | None = None  # held-out tasks per (family, level); None: all of them
-    #: An OpenAI-compatible completions endpoint (vLLM, SGLang, `flywheel policy serve`) that the acting stages
-    #: (sample, annotate, evaluate) generate through instead of in-process; it must serve the checkpoint the stage
-    #: acts with (training/served.py). None: in-process.
+    #: An OpenAI-compatible endpoint (vLLM, SGLang, `flywheel policy serve`) that the acting stages (sample,
+    #: annotate, evaluate) generate through instead of in-process; it must serve the checkpoint the stage acts with
+    #: (training/served.py; a VLM's prompts go to its chat endpoint with their screenshots). None: in-process.
     policy_url: str | None = None
+    #: RL's rollouts also go through `policy_url` (a `flywheel policy serve --lake` on this lake): the learner
+    #: publishes its weights every `rl_sync_every` iterations and the server loads them (training/rollout_server.py).
+    rl_through_server: bool = False
+    rl_sync_every: int = 1
     flywheel: FlywheelConfig = field(default_factory=tuned_flywheel)
     #: "joint": the round's RL stage is one RL job on all its tasks; "specialists": one RL job per `specialists`
     #: entry from the SFT checkpoint, then their merge (`merge`), which is the RL stage's checkpoint.
@@ -121,6 +125,10 @@ class RoundConfig:
             raise ValueError(f"rl_mode must be one of {', '.join(RL_MODES)}, not {self.rl_mode!r}")
         if self.rl_mode == "specialists":
             check_specialists(self)
+        if self.rl_through_server and not self.policy_url:
+            raise ValueError("rl_through_server needs policy_url: the server RL's rollouts go through")
+        if self.rl_sync_every < 1:
+            raise ValueError(f"rl_sync_every must be at least 1, not {self.rl_sync_every}")
 
     @property
     def backend(self):  # noqa: ANN201 - training.envs.EnvBackend, shared within the process

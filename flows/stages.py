@@ -376,13 +376,17 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
 
         return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
-    good = None
+    good = rollouts = None
     if stage == "rl":
         from training.envs import known_good
 
         good = known_good(ctx.backend, ctx.backend.training_tasks(4, 100_000 + ctx.round))
+        if ctx.cfg.rl_through_server and ctx.cfg.policy_url:
+            from training.rollout_server import RolloutServer
+
+            rollouts = RolloutServer(ctx.cfg.policy_url, ctx.cfg.rl_sync_every)
     res, _ = run_training(ctx.lake, ctx.round, stage, base, f, lambda i, loss: ctx.tick(stage, i=i, loss=loss),
-                          sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks, known_good=good)  # fmt: skip
+                          sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks, known_good=good, rollouts=rollouts)  # fmt: skip
     row = res.to_row()
     if stage == "rl":
         update_round(ctx.lake, ctx.round, breakdown={"rl": {"mode": "joint", "base": base, "checkpoint": res.output_checkpoint,

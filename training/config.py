@@ -52,6 +52,32 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class VLMConfig:
+    """A small vision-language policy built from a config (training/vlm.py): a Qwen2-VL (vision tower + merger +
+    text decoder, random init) with a BPE tokenizer trained on the sandbox's text. It sees the current screenshot
+    resized to `image_width` x `image_height` (multiples of patch_size * merge_size) instead of the text screen.
+
+    `coords` is where the action's pixel coordinates live: "image" (the resized image the model sees, as Qwen2.5-VL
+    and UI-TARS-1.5 write them) or "screen" (the original screen's pixels; the image is still resized). The sizes
+    here are for 2 CPU cores: about 0.2M parameters, 40 image tokens per screenshot."""
+
+    #: The text decoder and its tokenizer (`pretrained` is not used): numbers up to 640, the sandbox's screen
+    #: coordinates, are single tokens.
+    text: ModelConfig = field(default_factory=lambda: ModelConfig(
+        vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+        max_position_embeddings=2048, max_number=640))  # fmt: skip
+    vision_depth: int = 1
+    vision_embed_dim: int = 32
+    vision_heads: int = 2
+    patch_size: int = 14
+    merge_size: int = 2  # merge_size x merge_size patches become one image token
+    temporal_patch_size: int = 2
+    image_width: int = 224  # the sandbox's 640x400 screen at 0.35 (8 x 5 image tokens)
+    image_height: int = 140
+    coords: str = "image"  # image | screen
+
+
+@dataclass(frozen=True)
 class OptimConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0

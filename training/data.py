@@ -31,13 +31,14 @@ class PileSnapshot:
     rows: pa.Table
 
 
-def read_pile(lake, table: str, version: int | None = None) -> PileSnapshot:  # noqa: ANN001
+def read_pile(lake, table: str, version: int | None = None, screenshots: bool = False) -> PileSnapshot:  # noqa: ANN001
     """Read pile `table` at `version` (the newest when None), joined to its episodes (storage.piles.read_pile), and
-    remember which version that was."""
+    remember which version that was. `screenshots` also reads each step's screenshot_uri (a VLM's examples)."""
     from storage.piles import read_pile as read_pile_rows
 
     v = lake.version(table) if version is None else version
-    return PileSnapshot(table, v, read_pile_rows(lake, table, PILE_COLUMNS, version=v, step_fields=PILE_STEP_FIELDS))
+    fields = PILE_STEP_FIELDS + ["screenshot_uri"] if screenshots else PILE_STEP_FIELDS
+    return PileSnapshot(table, v, read_pile_rows(lake, table, PILE_COLUMNS, version=v, step_fields=fields))
 
 
 def episode_states(row: dict) -> Iterator[tuple[str | None, list[Turn], str, str]]:
@@ -71,6 +72,11 @@ def pile_examples(
     rows: pa.Table, cfg: PromptConfig = PromptConfig(), max_per_task: int | None = None, seed: int = 0
 ) -> list[tuple[str, str]]:
     """Examples from every episode of a pile; at most `max_per_task` episodes per task id (random, seeded)."""
+    return [ex for e in capped_episodes(rows, max_per_task, seed) for ex in episode_examples(e, cfg)]
+
+
+def capped_episodes(rows: pa.Table, max_per_task: int | None = None, seed: int = 0) -> list[dict]:
+    """A pile's episode rows, at most `max_per_task` per task id (random, seeded)."""
     episodes = rows.to_pylist()
     if max_per_task:
         rng = random.Random(seed)
@@ -82,7 +88,7 @@ def pile_examples(
                 seen[e["task_id"]] = seen.get(e["task_id"], 0) + 1
                 kept.append(e)
         episodes = kept
-    return [ex for e in episodes for ex in episode_examples(e, cfg)]
+    return episodes
 
 
 def encode_all(tokenizer, examples: Sequence[tuple[str, str]], cfg: PromptConfig = PromptConfig()) -> list[Encoded]:  # noqa: ANN001
@@ -94,6 +100,7 @@ class Batch:
     input_ids: torch.Tensor  # (B, T) right-padded
     attention_mask: torch.Tensor  # (B, T)
     loss_mask: torch.Tensor  # (B, T) 1 where the token is a training target
+    images: tuple[bytes, ...] | None = None  # a VLM's batch: each row's screenshot (training/vision.py)
 
     @property
     def n_tokens(self) -> int:
@@ -111,7 +118,8 @@ def collate(items: Sequence[Encoded], pad_id: int, all_tokens: bool = False) -> 
         ids[i, :n] = torch.tensor(e.input_ids)
         att[i, :n] = 1
         lm[i, :n] = 1.0 if all_tokens else torch.tensor(e.mask, dtype=torch.float32)
-    return Batch(ids, att, lm)
+    images = tuple(e.image for e in items) if getattr(items[0], "image", None) else None  # type: ignore[attr-defined]
+    return Batch(ids, att, lm, images)
 
 
 #: Batches drawn together and sorted by length (`batches`): a window of this many batches' worth of examples.
@@ -161,16 +169,24 @@ def next_token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
     return lp
 
 
+def trunk_hidden(model, ids: torch.Tensor, images: Sequence[bytes] | None = None) -> torch.Tensor:  # noqa: ANN001
+    """The last hidden states (B, T, H) of right-padded `ids` before the LM head; a VLM (training/vlm.py) also
+    reads each row's screenshot."""
+    if images is not None:
+        return model.hidden(ids, images)
+    return model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
+
+
 def masked_nll(model, batch: Batch) -> torch.Tensor:  # noqa: ANN001
     """Mean negative log-likelihood over the tokens the loss mask selects (observation tokens are ignored).
 
     The vocabulary projection runs only at the selected positions: with ~10% of a step's tokens being the agent's,
     that skips most of the LM head's work (and all of it is wasted on positions the mask zeroes anyway).
     """
-    trunk, head = model.get_decoder(), model.get_output_embeddings()
     # Batches are right-padded, so under the causal mask no real token ever attends to a pad: the padding mask
     # changes nothing the loss reads, and leaving it out keeps attention on the fast causal kernel.
-    hidden = trunk(input_ids=batch.input_ids, use_cache=False).last_hidden_state
+    hidden = trunk_hidden(model, batch.input_ids, batch.images)
+    head = model.get_output_embeddings()
     m = batch.loss_mask[:, 1:] > 0
     logits = head(hidden[:, :-1][m]).float()
     return F.cross_entropy(logits, batch.input_ids[:, 1:][m]) if logits.shape[0] else hidden.sum() * 0.0

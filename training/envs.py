@@ -42,6 +42,10 @@ class SandboxEnv:
         v = self.env.verify()
         return bool(v.passed), v.reason
 
+    def screenshot(self) -> bytes:
+        """The current screen as a PNG (rendered on demand: only a vision-language policy asks)."""
+        return self.env.screenshot()
+
     def clone(self) -> SandboxEnv:
         """An independent copy of this state (training.branch tries actions in copies)."""
         import copy

@@ -71,7 +71,8 @@ def sample(
     """Continue every prompt (token ids). temperature 0 is greedy (log-probabilities of the argmax).
 
     `model` may also be a served model (training.served.ServedModel: anything with `complete`): each batch is then
-    one request to its server, seeded from `generator` so a seeded run asks for the same samples again."""
+    one request to its server, seeded from `generator` so a seeded run asks for the same samples again. A
+    vision-language model (training/vlm.py: prompts are training.vision.VisionPrompt) samples with its own `sample`."""
     out: list[Sample] = []
     remote = getattr(model, "complete", None)
     for i in range(0, len(prompts), batch_size):
@@ -79,6 +80,8 @@ def sample(
         if remote is not None:
             seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator)) if generator is not None else None
             out += remote(chunk, max_new_tokens, temperature, seed)
+        elif getattr(model, "vision", None) is not None:
+            out += model.sample(tokenizer, chunk, max_new_tokens, temperature, generator)
         else:
             out += _sample_batch(model, tokenizer, chunk, max_new_tokens, temperature, generator)
     return out

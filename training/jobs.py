@@ -41,6 +41,16 @@ def finish(lake, result: JobResult, policy: Policy, t0: float, publish_checkpoin
 ProgressFn = Callable[[int, float], None]
 
 
+def vision_items(lake, policy: Policy, rows, prompt_cfg, max_per_task: int | None, seed: int) -> tuple[list, dict]:  # noqa: ANN001
+    """A VLM's examples from pile rows read with their screenshots (training.vision.vision_examples over the lake's
+    object store), at most `max_per_task` episodes per task; and their record (steps, without_screenshot, screens)."""
+    from training.data import capped_episodes
+    from training.vision import vision_examples
+
+    episodes = capped_episodes(rows, max_per_task, seed)
+    return vision_examples(policy.tokenizer, policy.model.vision, episodes, lake.objects.get_object, prompt_cfg)
+
+
 def pile_job(
     lake,  # noqa: ANN001
     round: int,
@@ -63,14 +73,28 @@ def pile_job(
 
     t0 = time.perf_counter()
     b = resolve_base(lake, base)
-    pile = read_pile(lake, stage, pile_version)
-    examples = pile_examples(pile.rows, prompt_cfg, max_per_task, cfg.seed + round)
-    n_ground = int(grounding * len(examples))  # SFT's grounding rehearsal (SFTConfig.grounding)
-    if n_ground:
-        from training.base import grounding_examples
+    vision = vision_record = None
+    if b.policy.kind == "vlm":  # examples over the steps' screenshots (training/vision.py)
+        if grounding:
+            raise ValueError(
+                "grounding rehearsal clicks on text screens: set grounding = 0 for a vision-language policy"
+            )
+        pile = read_pile(lake, stage, pile_version, screenshots=True)
+        vision = b.policy.model.vision
+        items, vision_record = vision_items(lake, b.policy, pile.rows, prompt_cfg, max_per_task, cfg.seed + round)
+        n_ground = 0
+    else:
+        pile = read_pile(lake, stage, pile_version)
+        examples = pile_examples(pile.rows, prompt_cfg, max_per_task, cfg.seed + round)
+        n_ground = int(grounding * len(examples))  # SFT's grounding rehearsal (SFTConfig.grounding)
+        if n_ground:
+            from training.base import grounding_examples
 
-        examples += grounding_examples(pile_screens(pile.rows), n_ground, prompt_cfg, cfg.seed + round)
-    items = encode_all(b.policy.tokenizer, examples, prompt_cfg) if examples else []
+            examples += grounding_examples(pile_screens(pile.rows), n_ground, prompt_cfg, cfg.seed + round)
+        items = encode_all(b.policy.tokenizer, examples, prompt_cfg) if examples else []
+    if not items and vision_record and vision_record["without_screenshot"]:
+        raise ValueError(f"the {stage.upper()} pile (version {pile.version}) gives a vision-language policy nothing to "
+                         f"train on: its {vision_record['without_screenshot']} steps have no readable screenshot")  # fmt: skip
     if not items:
         raise ValueError(f"the {stage.upper()} pile (version {pile.version}) is empty: nothing to train on")
     from dataclasses import replace
@@ -83,6 +107,10 @@ def pile_job(
     metrics = {"episodes": pile.rows.num_rows, "grounding_examples": n_ground, "precision": precision.as_dict()}
     if agent_only:
         metrics["agent_tokens"] = sum(e.n_agent for e in items)
+    config = {stage: to_dict(cfg), "prompt": to_dict(prompt_cfg)}
+    if vision is not None and vision_record is not None:  # the coordinate convention, with the screens it mapped
+        config["vision"] = vision.as_dict(vision_record.pop("screens"))
+        metrics["vision"] = vision_record
     res = JobResult(stage, round, b.uri, pile_version=pile.version, samples=len(items), tokens=tokens, losses=losses,
-                    metrics=metrics, config={stage: to_dict(cfg), "prompt": to_dict(prompt_cfg)})  # fmt: skip
+                    metrics=metrics, config=config)  # fmt: skip
     return finish(lake, res, b.policy, t0), b.policy

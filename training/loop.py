@@ -49,7 +49,8 @@ def train_lm(
             g["lr"] = lr_at(step, steps, cfg)
         if device != "cpu":
             batch = Batch(
-                *(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask))
+                *(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask)),
+                batch.images,
             )
         with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
             loss = masked_nll(model, batch)

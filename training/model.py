@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from training.config import ModelConfig, to_dict
+from training.config import ModelConfig, VLMConfig, to_dict
 
 EOS = "<|end|>"
 PAD = "<|pad|>"
@@ -112,13 +112,24 @@ class Policy:
     uri: str | None = None  # the object-store URI of that checkpoint
 
     @classmethod
-    def create(cls, texts: Iterable[str], cfg: ModelConfig = ModelConfig()) -> Policy:
-        """A fresh policy: tokenizer trained on `texts`, model from the config (or `cfg.pretrained`)."""
+    def create(cls, texts: Iterable[str], cfg: ModelConfig | VLMConfig = ModelConfig()) -> Policy:
+        """A fresh policy: tokenizer trained on `texts`, model from the config (or `cfg.pretrained`); a VLMConfig
+        builds the vision-language policy (training/vlm.py) with the image tokens added to that tokenizer."""
+        if isinstance(cfg, VLMConfig):
+            from training.vlm import add_image_tokens, build_vlm
+
+            tok = add_image_tokens(train_tokenizer(texts, cfg.text))
+            return cls(build_vlm(tok, cfg), tok, value_head(cfg.text.hidden_size, cfg.text.seed), "init")
         if cfg.pretrained:
             return cls.load(cfg.pretrained)
         tok = train_tokenizer(texts, cfg)
         model = build_model(tok, cfg)
         return cls(model, tok, value_head(model.config.hidden_size, cfg.seed), "init")
+
+    @property
+    def kind(self) -> str:
+        """The kind of policy: "vlm" (a vision-language model, training/vlm.py: it acts on screenshots) or "text"."""
+        return "vlm" if getattr(self.model, "vision", None) is not None else "text"
 
     @property
     def n_params(self) -> int:
@@ -135,12 +146,14 @@ class Policy:
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         torch.save(self.value_head.state_dict(), path / VALUE_HEAD)
-        (path / POLICY_META).write_text(json.dumps({"parent": self.version, **(meta or {})}, sort_keys=True))
+        kind = {"kind": "vlm", "vision": self.model.vision.as_dict()} if self.kind == "vlm" else {}
+        (path / POLICY_META).write_text(json.dumps({"parent": self.version, **kind, **(meta or {})}, sort_keys=True))
         return path
 
     @classmethod
     def load(cls, path: str | Path, version: str | None = None) -> Policy:
-        """Load any save_pretrained folder; a missing value head (an external model) starts at zero."""
+        """Load any save_pretrained folder; a missing value head (an external model) starts at zero. A folder whose
+        flywheel_policy.json says kind "vlm" loads as the vision-language policy (training/vlm.py)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         _quiet()
@@ -150,7 +163,13 @@ class Policy:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        meta = json.loads((path / POLICY_META).read_text()) if (path / POLICY_META).is_file() else {}
+        if meta.get("kind") == "vlm":
+            from training.vlm import load_vlm
+
+            model = load_vlm(path, meta)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
         vh = value_head(model.config.hidden_size)
         if (path / VALUE_HEAD).is_file():
             vh.load_state_dict(torch.load(path / VALUE_HEAD, weights_only=True))

@@ -28,6 +28,7 @@ from training.ct import ct_due, ct_job
 from training.data import PILE_STEP_FIELDS
 from training.model import Policy
 from training.rl import TasksFn, rl_job
+from training.rollout_server import RolloutServer
 from training.runs import JobResult
 from training.sft import sft_job
 
@@ -104,10 +105,12 @@ def run_training(
     sft_cfg: SFTConfig | None = None,
     rl_tasks: TasksFn | None = None,
     known_good: tuple | None = None,
+    rollouts: RolloutServer | None = None,
 ) -> tuple[JobResult, Policy | None]:
     """Run one job on the configured backend; the checkpoint and the training_runs row are written either way.
     RL plays `rl_tasks(n, seed)` (default: the sandbox's training tasks; training/envs.py has the other backends)
-    after scoring `known_good` (a task and a solution's actions), when given."""
+    after scoring `known_good` (a task and a solution's actions), when given, generating its rollouts through
+    `rollouts` (a policy server, training/rollout_server.py) when given."""
     if cfg.backend != "builtin":
         return CommandBackend(cfg.backend).run(lake, stage, round, base, cfg.prompt)
     if base is None:
@@ -127,7 +130,7 @@ def run_training(
                 on_step(i, float(stats.get("reward_mean", 0.0)))
 
         return rl_job(lake, round, base, lambda n, seed: tasks_fn(n, 100_000 + seed), verifier_reward(), cfg.rl,
-                      cfg.prompt, cfg.max_new_tokens, on_iter, known_good)  # fmt: skip
+                      cfg.prompt, cfg.max_new_tokens, on_iter, known_good, rollouts)  # fmt: skip
     raise ValueError(f"unknown training stage {stage!r}; expected ct, sft or rl")
 
 

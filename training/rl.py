@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from schemas.prompt import PromptConfig
 from training.branch import step_advantages
 from training.config import RLConfig, to_dict
-from training.jobs import finish, resolve_base
+from training.data import trunk_hidden
+from training.jobs import finish, resolve_base, vision_items
 from training.loop import lr_at, make_optimizer
 from training.model import Policy
 from training.packing import pack, packed_hidden
@@ -40,6 +41,7 @@ from training.practice import (
     token_entropy,
 )
 from training.rollout import TaskInfo, Trajectory
+from training.rollout_server import RolloutServer, ServedActor
 from training.runs import JobResult
 from training.workers import Batch, Rollouts, executor_for
 
@@ -110,6 +112,7 @@ class StepSeq:
     adv: torch.Tensor
     ret: torch.Tensor
     weight: float = 1.0  # each token's weight in the policy loss (loss_norm="trajectory": 1 / the trajectory's tokens)
+    image: bytes | None = None  # a VLM's step: the screenshot its prompt shows (training/vision.py)
 
 
 def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,15 +126,21 @@ def _pad(seqs: Sequence[StepSeq], pad_id: int) -> tuple[torch.Tensor, torch.Tens
     return ids, resp
 
 
+def _images(seqs: Sequence[StepSeq]) -> tuple[bytes, ...] | None:
+    """Each sequence's screenshot when the policy is a VLM (its steps carry one), else None."""
+    return tuple(s.image for s in seqs) if seqs and seqs[0].image is not None else None  # type: ignore[misc]
+
+
 def forward_policy(
-    policy: Policy, ids: torch.Tensor, resp: torch.Tensor
+    policy: Policy, ids: torch.Tensor, resp: torch.Tensor, images: Sequence[bytes] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """At the response positions `resp` (B, T-1) only, in row order: (next-token log-probs (N,), values (N,) from
     the detached hidden states, logits (N, V)). The vocabulary projection skips the prompt positions (about 90% of a
     sequence), as training.data.masked_nll does for SFT; the rows are right-padded, so under the causal mask no
-    real token attends to a pad and no padding mask is needed (attention keeps its fast causal kernel)."""
-    trunk, head = policy.model.get_decoder(), policy.model.get_output_embeddings()
-    hidden = trunk(input_ids=ids, use_cache=False).last_hidden_state[:, :-1][resp]
+    real token attends to a pad and no padding mask is needed (attention keeps its fast causal kernel). A VLM's rows
+    each read their screenshot (`images`)."""
+    head = policy.model.get_output_embeddings()
+    hidden = trunk_hidden(policy.model, ids, images)[:, :-1][resp]
     logits = head(hidden).float()
     lp = -F.cross_entropy(logits, ids[:, 1:][resp], reduction="none")
     values = policy.value_head(hidden.detach()).squeeze(-1)
@@ -168,17 +177,19 @@ def group_order(seqs: Sequence[StepSeq], rng: random.Random) -> list[int]:
 
 @torch.no_grad()
 def step_values(
-    policy: Policy, steps: Sequence[tuple[list[int], list[int]]], batch_size: int = 64
+    policy: Policy, steps: Sequence[tuple[list[int], list[int], bytes | None]], batch_size: int = 64
 ) -> list[torch.Tensor]:
-    """The critic's value before each response token, for (prompt_ids, response_ids) pairs."""
+    """The critic's value before each response token, for (prompt_ids, response_ids, image) steps (image: a VLM's
+    screenshot, else None)."""
     out: list[torch.Tensor] = []
     pad = policy.tokenizer.pad_token_id
     for i in range(0, len(steps), batch_size):
         chunk = [
-            StepSeq(p + r, len(p), torch.empty(0), torch.empty(0), torch.empty(0)) for p, r in steps[i : i + batch_size]
+            StepSeq(p + r, len(p), torch.empty(0), torch.empty(0), torch.empty(0), image=im)
+            for p, r, im in steps[i : i + batch_size]
         ]
         ids, resp = _pad(chunk, pad)
-        _, values, _ = forward_policy(policy, ids, resp)
+        _, values, _ = forward_policy(policy, ids, resp, _images(chunk))
         out += list(values.split(resp.sum(1).tolist()))
     return out
 
@@ -187,8 +198,8 @@ def build_sequences(
     policy: Policy, trajs: Sequence[Trajectory], rewards: Sequence[float], cfg: RLConfig
 ) -> tuple[list[StepSeq], dict]:
     """Advantages and critic targets for every agent token, then one StepSeq per step."""
-    pairs = [(s.prompt_ids, s.response_ids) for tr in trajs for s in tr.steps]
-    values = step_values(policy, pairs) if cfg.algo == "ppo" else [torch.zeros(len(r)) for _, r in pairs]
+    pairs = [(s.prompt_ids, s.response_ids, s.image) for tr in trajs for s in tr.steps]
+    values = step_values(policy, pairs) if cfg.algo == "ppo" else [torch.zeros(len(r)) for _, r, _ in pairs]
     grpo = group_advantages(rewards, [tr.task.task_id for tr in trajs], cfg.grpo_eps) if cfg.algo == "grpo" else None
     seqs: list[StepSeq] = []
     lams: list[float] = []
@@ -219,6 +230,7 @@ def build_sequences(
                     adv[off : off + L],
                     ret[off : off + L],
                     w,
+                    s.image,
                 )
             )
             off += L
@@ -238,11 +250,12 @@ def ppo_losses(
     policy: Policy, mb: Sequence[StepSeq], cfg: RLConfig, critic_only: bool = False
 ) -> tuple[torch.Tensor, dict]:
     """Clip-higher PPO loss and the critic's MSE, averaged over the minibatch's agent tokens only."""
-    if cfg.pack_prompts and shared_prompts(mb):
+    images = _images(mb)
+    if cfg.pack_prompts and images is None and shared_prompts(mb):  # a VLM's rows carry their own screenshot
         new_lp, v, logits = forward_packed(policy, mb)
     else:
         ids, resp = _pad(mb, policy.tokenizer.pad_token_id)
-        new_lp, v, logits = forward_policy(policy, ids, resp)
+        new_lp, v, logits = forward_policy(policy, ids, resp, images)
     old_lp = torch.cat([s.old_lp for s in mb])
     adv = torch.cat([s.adv for s in mb])
     ret = torch.cat([s.ret for s in mb])
@@ -393,18 +406,25 @@ def train_rl(
     rehearsal: Sequence | None = None,
     env: str = "sandbox",
     env_tasks: Sequence[str] | None = None,
+    actor: ServedActor | None = None,
 ) -> tuple[list[float], dict]:
     """Plain function: `cfg.iterations` of (pick tasks -> act -> score -> fix groups -> advantages -> update), one
     record of metrics per iteration. `known_good` (a task and a solution's actions) is scored first and must earn
     the full reward. `rehearsal` (encoded SFT examples) adds `cfg.rehearsal_coef` x their masked loss to every policy
     step (InstructGPT's PPO-ptx): practice must not unlearn what copying taught. With `cfg.workers`, acting runs in
     worker processes (or on the Dask cluster at `cfg.worker_address`) a batch ahead of the learner
-    (training/workers.py); `env` names the backend they rebuild the tasks in."""
+    (training/workers.py); `env` names the backend they rebuild the tasks in. With `actor`, acting goes through a
+    policy server synced to the learner's weights instead (training/rollout_server.py)."""
     if cfg.groups not in ("episode", "step") or cfg.credit not in ("response", "action"):
         raise ValueError(f"RLConfig: groups is 'episode' or 'step' (not {cfg.groups!r}), credit 'response' or "
                          f"'action' (not {cfg.credit!r})")  # fmt: skip
     if cfg.groups == "step" and cfg.algo != "grpo":
         raise ValueError("step groups have group-relative advantages: use algo='grpo'")
+    if cfg.groups == "step" and policy.kind == "vlm":
+        raise ValueError("step groups branch text prompts: use groups='episode' for a vision-language policy")
+    if actor is not None and (cfg.workers or cfg.groups != "episode"):
+        raise ValueError("rollouts through a policy server are episode groups acted by the server: use "
+                         "groups='episode' and workers=0")  # fmt: skip
     if known_good is not None:
         r, _ = known_good_reward(known_good[0], known_good[1], lambda t: shaped_rewards(t, verifier, cfg))
         if r < 1.0 - 1e-6 - cfg.length_penalty * len(known_good[1]):
@@ -432,7 +452,7 @@ def train_rl(
     executor = executor_for(cfg.worker_address, cfg.workers, cfg.worker_threads) if cfg.workers else None
     if executor is not None and cfg.learner_threads:
         torch.set_num_threads(cfg.learner_threads)
-    source = Rollouts(policy, kind, act_params, executor, env, env_tasks, depth=1 + cfg.workers)
+    source = Rollouts(policy, kind, act_params, executor, env, env_tasks, depth=1 + cfg.workers, server=actor)
     submitted = 0
 
     def pick() -> list[TaskInfo]:  # 1. tasks where the policy sometimes wins (the curriculum), or fresh ones
@@ -452,6 +472,8 @@ def train_rl(
             else:
                 seqs, stats, batch = _episode_batch(policy, got, verifier, cfg, it, cur, replay)
             stats["learner_wait_s"] = got.waited
+            if actor is not None:  # the served version that acted, and the learner's update it holds
+                stats.update(policy_version=actor.version, policy_step=got.version)
             samples += stats.pop("samples", 0)
             if not seqs:  # nothing to learn from this time (every group all-equal): the next tasks differ
                 stats["updates"] = 0
@@ -522,9 +544,12 @@ def _rehearsal_items(lake, policy: Policy, cfg: RLConfig, prompt_cfg: PromptConf
     from training.data import encode_all, pile_examples, read_pile
 
     try:
-        pile = read_pile(lake, "sft")
+        pile = read_pile(lake, "sft", screenshots=policy.kind == "vlm")
     except LakeError:  # no SFT pile in this lake yet
         return None, None
+    if policy.kind == "vlm":  # the pile's steps over their screenshots (training/vision.py)
+        items, _ = vision_items(lake, policy, pile.rows, prompt_cfg, 8, cfg.seed + round)
+        return (items, pile.version) if items else (None, None)
     examples = pile_examples(pile.rows, prompt_cfg, 8, cfg.seed + round) if pile.rows.num_rows else []
     return (encode_all(policy.tokenizer, examples, prompt_cfg), pile.version) if examples else (None, None)
 
@@ -540,22 +565,31 @@ def rl_job(
     max_new_tokens: int = 64,
     on_iter: Callable[[int, dict], None] | None = None,
     known_good: tuple[TaskInfo, Sequence[str]] | None = None,
+    rollouts: RolloutServer | None = None,
 ) -> tuple[JobResult, Policy]:
-    """RL in the environment (no pile: its data are its own rollouts), published and recorded like the others."""
+    """RL in the environment (no pile: its data are its own rollouts), published and recorded like the others.
+    `rollouts`: generate them through a policy server on this lake (training/rollout_server.py); the checkpoint of
+    every policy version it served is recorded in the run's metrics."""
     t0 = time.perf_counter()
     b = resolve_base(lake, base)
     rehearsal, pile_version = _rehearsal_items(lake, b.policy, cfg, prompt_cfg, round)
-    losses, info = train_rl(b.policy, tasks_fn, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter, known_good,
-                            rehearsal)  # fmt: skip
-    res = JobResult(
-        "rl",
-        round,
-        b.uri,
-        samples=info["samples"],
-        tokens=info["tokens"],
-        losses=losses,
-        pile_version=pile_version,
-        metrics={"iterations": info["iterations"], "rehearsal_examples": len(rehearsal or [])},
-        config={"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)},
-    )
+    actor = ServedActor(lake, rollouts, round) if rollouts is not None else None
+    screens: set[tuple[int, int]] = set()
+
+    def tasks_seen(n: int, seed: int) -> Sequence[TaskInfo]:  # the screens a VLM's convention mapped
+        got = tasks_fn(n, seed)
+        screens.update((t.screen_width, t.screen_height) for t in got if t.screen_width and t.screen_height)
+        return got
+
+    losses, info = train_rl(b.policy, tasks_seen, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter, known_good,
+                            rehearsal, actor=actor)  # fmt: skip
+    metrics = {"iterations": info["iterations"], "rehearsal_examples": len(rehearsal or [])}
+    config = {"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)}
+    if actor is not None:
+        metrics["rollout_checkpoints"] = actor.published
+        config["rollouts"] = actor.server.as_dict()
+    if b.policy.kind == "vlm":
+        config["vision"] = b.policy.model.vision.as_dict(sorted(screens))  # type: ignore[union-attr]
+    res = JobResult("rl", round, b.uri, samples=info["samples"], tokens=info["tokens"], losses=losses,
+                    pile_version=pile_version, metrics=metrics, config=config)  # fmt: skip
     return finish(lake, res, b.policy, t0), b.policy

@@ -21,7 +21,8 @@ from training.prompt import Turn, encode_prompt, parse_answer, render_prompt
 class Environment(Protocol):
     """What a rollout needs from an environment (training/envs.py adapts the sandbox to it, training/envs_miniwob.py
     MiniWoB++ in a browser). An environment may also have `close()`: it is called once its trajectory has ended
-    (a browser slot goes back to its pool)."""
+    (a browser slot goes back to its pool); and `screenshot()`, the current screen as a PNG, which a
+    vision-language policy acts on (training/vlm.py)."""
 
     def reset(self) -> str: ...  # the text observation
     def step(self, action: str) -> tuple[str, bool, str | None]: ...  # (observation, done, termination when done)
@@ -66,6 +67,7 @@ class StepRecord:
     readable: bool
     proposal: tuple[str, str] | None = None  # interactive annotation: the model's (thought, action) when overridden
     decision: str | None = None  # interactive annotation: accepted | overridden
+    image: bytes | None = None  # a VLM's step: the screenshot it saw, at its size (the prompt's image tokens)
 
 
 @dataclass
@@ -103,6 +105,16 @@ def final_answer(action: str) -> str | None:
     return a.text if a.kind == "finished" else None
 
 
+def _vision_prompt(vision, tokenizer, task: TaskInfo, history: list[Turn], env, cfg: PromptConfig):  # noqa: ANN001, ANN202
+    from training.vision import vision_prompt
+
+    shot = getattr(env, "screenshot", None)
+    if shot is None:
+        raise ValueError(f"a vision-language policy acts on screenshots, and {task.app}'s environment gives none "
+                         "(Environment.screenshot)")  # fmt: skip
+    return vision_prompt(tokenizer, vision, task.instruction, history, shot(), cfg)
+
+
 def run_episodes(
     model,  # noqa: ANN001
     tokenizer,  # noqa: ANN001
@@ -130,7 +142,13 @@ def run_episodes(
     `reviewer(task)` makes the run interactive annotation: each attempt gets its own reviewer, which accepts each
     proposal or overrides it before it runs (an unreadable proposal is overridden too, not the end of the attempt);
     the steps then hold what ran, with the proposal and the decision.
+
+    A vision-language model (one with `vision`, training/vlm.py, or a served one) sees the environment's screenshot
+    instead of the text screen (training.vision.vision_prompt); the actions it writes are mapped from its coordinate
+    convention to screen pixels before they run, so steps hold screen pixels like every other episode, and each
+    step keeps the image it saw.
     """
+    vision = getattr(model, "vision", None)
     gen = torch.Generator().manual_seed(seed)
     trajs = [Trajectory(t, a, policy_version, policy_step=policy_step) for t in tasks for a in range(attempts)]
     limit = min((t.max_concurrent for t in tasks if t.max_concurrent), default=None) or len(trajs)
@@ -149,12 +167,16 @@ def run_episodes(
 
     try:
         while active:
-            prompts = [
-                encode_prompt(
-                    tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg
-                )
-                for i in active
-            ]
+            if vision is None:
+                prompts = [
+                    encode_prompt(
+                        tokenizer, render_prompt(trajs[i].task.instruction, history[i], obs[i], prompt_cfg), prompt_cfg
+                    )
+                    for i in active
+                ]
+            else:
+                prompts = [_vision_prompt(vision, tokenizer, trajs[i].task, history[i], envs[i], prompt_cfg)
+                           for i in active]  # fmt: skip
             outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen, batch_size)
             still = []
             for i, p, s in zip(active, prompts, outs):
@@ -163,10 +185,14 @@ def run_episodes(
                 assert env is not None
                 parsed = parse_answer(s.text) if s.finished else None
                 thought, action = parsed if parsed else ("", "")
+                if vision is not None and parsed:
+                    action = vision.to_screen(action, p.screen)
                 ok = parsed is not None and _readable(action)
                 rec = StepRecord(
                     obs[i], list(p), s.token_ids, s.logprobs, s.text, thought, action if parsed else s.text, ok
                 )
+                if vision is not None:
+                    rec.image = p.image
                 if reviewers is not None:
                     override = reviewers[i].review(env, thought, action if ok else "")
                     rec.decision = "accepted" if override is None else "overridden"

@@ -1,11 +1,18 @@
-"""A policy served behind an OpenAI-compatible completions endpoint (vLLM, SGLang, llama.cpp, TGI, or
-`flywheel policy serve`), usable wherever the round's acting stages use a local model.
+"""A policy served behind an OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, TGI, or `flywheel policy serve`),
+usable wherever the round's acting stages and RL's rollouts use a local model.
 
 Why: a team serving its model with vLLM on GPUs must be able to run the flywheel's sampling, annotation proposals
 and evaluation against that server instead of loading the weights into the round's process. The client sends the
 prompts as token ids (`prompt` may be a list of id lists in the completions API), so the server sees exactly the
 tokens the local policy would, and asks for each generated token's log-probability (stored for RL) and its id
 (vLLM's `return_tokens_as_token_ids`: ids come back as `token_id:N`; other servers' token strings are re-encoded).
+
+A vision-language policy (training/vlm.py) goes through `/v1/chat/completions` instead, one request per prompt (a
+chat request holds one conversation; the requests go out together and the server batches them): the prompt's text
+and its screenshot, resized to the model's image as the policy sees it (training/vision.py), as the parts of one
+user message, `{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`, with `logprobs: true,
+top_logprobs: 0` for each generated token's log-probability. The checkpoint's chat template puts the parts together
+in order and adds nothing, so the server sees the tokens the policy was trained on.
 
 `ServedModel` stands where a torch model stands in `training.generate.sample`: `sample(model, ...)` hands the call to
 `ServedModel.complete` when given one, so the rollout loop, rejection sampling, annotation and evaluation need no
@@ -15,12 +22,14 @@ second code path.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from training.generate import Sample
+from training.vision import View, chat_content
 
 #: Our own server (`flywheel policy serve`) says so in /v1/models, and can then be asked to load a checkpoint.
 FLYWHEEL_OWNER = "flywheel"
@@ -39,6 +48,8 @@ class ServedModel:
     tokenizer: Any
     timeout_s: float = 300.0
     api_key: str | None = None
+    vision: View | None = None  # a VLM's view: prompts carry screenshots and go to the chat endpoint
+    max_concurrent: int = 16  # chat requests in flight at once
     _client: httpx.Client | None = field(default=None, repr=False)
 
     def client(self) -> httpx.Client:
@@ -50,7 +61,10 @@ class ServedModel:
     def complete(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, seed: int | None
     ) -> list[Sample]:
-        """One completions request for every prompt (the server batches them); EOS ends a completion."""
+        """One completions request for every prompt (the server batches them), or for a VLM one chat request per
+        prompt (training.vision.VisionPrompt); EOS ends a completion."""
+        if self.vision is not None:
+            return self._chat(prompts, max_new_tokens, temperature, seed)  # type: ignore[arg-type]
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": [list(map(int, p)) for p in prompts],
@@ -69,7 +83,42 @@ class ServedModel:
             raise ServedModelError(f"{self.url}: {len(choices)} completions for {len(prompts)} prompts")
         return [self._sample(c) for c in choices]
 
+    def _chat(self, prompts: Sequence[Any], max_new_tokens: int, temperature: float, seed: int | None) -> list[Sample]:
+        """One chat request per prompt, sent together; prompt k is seeded with seed + k."""
+
+        def body(k: int, p: Any) -> dict[str, Any]:
+            b: dict[str, Any] = {
+                "model": self.model,
+                "messages": [{"role": "user", "content": chat_content(p)}],
+                "max_tokens": max_new_tokens,
+                "temperature": temperature,
+                "logprobs": True,  # the chosen token's log-probability, no alternatives
+                "top_logprobs": 0,
+                "return_tokens_as_token_ids": True,
+                "skip_special_tokens": False,
+                "top_p": 1.0,
+            }
+            return b | ({"seed": seed + k} if seed is not None else {})
+
+        bodies = [body(k, p) for k, p in enumerate(prompts)]
+        client = self.client()
+        with ThreadPoolExecutor(max(1, min(self.max_concurrent, len(bodies)))) as ex:
+            answers = list(ex.map(lambda b: _post(client, "/v1/chat/completions", b), bodies))
+        out = []
+        for data in answers:
+            choices = data.get("choices") or []
+            if len(choices) != 1:
+                raise ServedModelError(f"{self.url}: {len(choices)} chat choices for one conversation")
+            c = choices[0]
+            content = (c.get("logprobs") or {}).get("content") or []
+            out.append(self._sample({"text": (c.get("message") or {}).get("content") or "",
+                                     "finish_reason": c.get("finish_reason"),
+                                     "logprobs": {"tokens": [t.get("token") for t in content],
+                                                  "token_logprobs": [t.get("logprob") for t in content]}}))  # fmt: skip
+        return out
+
     def _sample(self, choice: dict[str, Any]) -> Sample:
+        """A completions choice (or a chat choice in its shape) as the local sampler's Sample."""
         eos = self.tokenizer.eos_token_id
         lp = choice.get("logprobs") or {}
         tokens, logprobs = lp.get("tokens") or [], [float(x) for x in lp.get("token_logprobs") or []]
@@ -123,7 +172,9 @@ def served(url: str, policy: Any, checkpoint: str | None = None, lake_uri: str |
     any other server that does not list it is an error naming what it serves."""
     from dataclasses import replace
 
-    m = ServedModel(url, policy.version, policy.tokenizer, api_key=api_key)
+    m = ServedModel(
+        url, policy.version, policy.tokenizer, api_key=api_key, vision=getattr(policy.model, "vision", None)
+    )
     listed = m.models()
     if not any(d.get("id") == policy.version for d in listed):
         ours = any(d.get("owned_by") == FLYWHEEL_OWNER for d in listed)

@@ -206,13 +206,17 @@ class Batch:
 class Rollouts:
     """Batches of acting for the learner, in submission order.
 
-    In-process (`executor` None) a batch acts when it is taken, with the policy as it is then: no overlap, no lag.
+    In-process (`executor` None) a batch acts when it is taken, with the policy as it is then: no overlap, no lag;
+    or, with a `server` (training/rollout_server.py), through a policy server holding the learner's weights of the
+    last sync, as old as the sync interval allows.
     With an executor, `depth` batches are kept in flight, each acting with a copy of the weights of the policy step it
     was submitted at, so the learner updates while workers act; the batch taken is up to `depth - 1` steps old."""
 
     def __init__(self, policy: Policy, kind: str, params: dict[str, Any], executor: Executor | None = None,
-                 env: str = "sandbox", env_tasks: Sequence[str] | None = None, depth: int = 2) -> None:  # fmt: skip
+                 env: str = "sandbox", env_tasks: Sequence[str] | None = None, depth: int = 2,
+                 server: Any = None) -> None:  # fmt: skip
         self.policy, self.kind, self.params, self.executor = policy, kind, params, executor
+        self.server = server  # training.rollout_server.ServedActor: in-process batches act through a policy server
         self.env, self.env_tasks = env, tuple(env_tasks) if env_tasks else None
         self.depth = depth if executor is not None else 1
         self.blob = PolicyBlob.of(policy) if executor is not None else None
@@ -234,11 +238,12 @@ class Rollouts:
         infos, v, seed, fut = self.pending.pop(0)
         t0 = time.perf_counter()
         if fut is None:
+            actor, step = (self.policy, version) if self.server is None else self.server.at(self.policy, version)
             self.policy.model.eval()
-            trajs, cands, stats = act(self.policy.model, self.policy.tokenizer, infos, self.kind, self.params, seed,
-                                      version, self.policy.version)  # fmt: skip
+            trajs, cands, stats = act(actor.model, actor.tokenizer, infos, self.kind, self.params, seed, step,
+                                      actor.version)  # fmt: skip
             dt = time.perf_counter() - t0
-            return Batch(infos, trajs, cands, stats, version, dt, 0.0)
+            return Batch(infos, trajs, cands, stats, step, dt, 0.0)
         got: Collected = fut.result()
         waited = time.perf_counter() - t0
         for tr in attach(got, infos):

@@ -11,8 +11,8 @@ from core.console import console, esc, fail
 from flywheel.commands.common import LakeOpt, open_lake
 from storage.lake import Lake
 
-policy_app = typer.Typer(help="Serve a policy over HTTP for the acting stages (sample, annotate, evaluate).",
-                         no_args_is_help=True)  # fmt: skip
+policy_app = typer.Typer(help="Serve a policy over HTTP for the acting stages (sample, annotate, evaluate) and RL's "
+                              "rollouts; build a vision-language policy.", no_args_is_help=True)  # fmt: skip
 
 
 def serve(
@@ -26,10 +26,12 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.", min=1, max=65535)] = 8000,
 ) -> None:
-    """Serve CHECKPOINT at http://HOST:PORT/v1 (GET /v1/models, POST /v1/completions), the API vLLM serves.
+    """Serve CHECKPOINT (text or VLM) at http://HOST:PORT/v1 (GET /v1/models, POST /v1/completions, POST
+    /v1/chat/completions with screenshots as image_url parts for a VLM), the APIs vLLM serves.
 
     Started on a lake, the server can also be asked to load another checkpoint of it (POST /flywheel/load), which a
-    round acting through it (`policy_url` in the round config) does when a stage needs a newer checkpoint.
+    round acting through it (`policy_url` in the round config) does when a stage needs a newer checkpoint, and RL
+    does for each policy version when its rollouts go through the server (`rl_through_server`).
 
     Example: flywheel policy serve --lake ./lake-demo --port 8000
     """
@@ -54,6 +56,47 @@ def serve(
     console.print(f"serving {esc(policy.version)} on http://{host}:{port}/v1"
                   + (f" (loads checkpoints of {esc(str(lk.uri))})" if lk is not None else ""))  # fmt: skip
     uvicorn.run(create_app(Served(policy, lk)), host=host, port=port, log_level="warning")
+
+
+def init_vlm(
+    out: Annotated[Path, typer.Argument(help="The model folder to write (save_pretrained + flywheel_policy.json).")],
+    image: Annotated[
+        str, typer.Option("--image", help="The model's image, WxH, multiples of 28: every screenshot is resized to it.")
+    ] = "224x140",
+    coords: Annotated[
+        str,
+        typer.Option("--coords", help="Where actions' pixel coordinates live: image (the resized image) or screen."),
+    ] = "image",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random initialisation.")] = 0,
+) -> None:
+    """Build a small vision-language policy from a config: a Qwen2-VL with random weights (about 0.2M parameters) and
+    a tokenizer trained on the sandbox's text, nothing downloaded. It acts on screenshots, trains through the same
+    SFT and RL jobs, and records its coordinate convention. Start rounds from it with `"model": {"pretrained":
+    "OUT"}` in the round config, or serve it with `flywheel policy serve OUT`.
+
+    Example: flywheel policy init-vlm ./tiny-vlm --image 224x140 --coords image
+    """
+    from dataclasses import replace
+
+    from training.base import sandbox_texts
+    from training.config import VLMConfig
+    from training.model import Policy
+    from training.vision import View
+
+    w, sep, h = image.partition("x")
+    if not (sep and w.isdigit() and h.isdigit()):
+        fail(f"--image must be WxH, e.g. 224x140, not {image!r}")
+    try:
+        View(int(w), int(h), coords)  # refused before anything is built
+        base = VLMConfig()
+        cfg = replace(base, image_width=int(w), image_height=int(h), coords=coords, text=replace(base.text, seed=seed))
+        policy = Policy.create(sandbox_texts(), cfg)
+    except ValueError as e:
+        fail(str(e))
+    policy.save(out, {"built_by": "flywheel policy init-vlm"})
+    v = policy.model.vision
+    console.print(f"wrote a vision-language policy to {esc(str(out))}: {policy.n_params:,} parameters, "
+                  f"{v.width}x{v.height} images ({v.tokens} image tokens), coordinates in the {v.coords}")  # fmt: skip
 
 
 def _newest(lake) -> str:  # noqa: ANN001
@@ -177,4 +220,5 @@ def _sweep(lake: Lake, base: str, ckpts: dict[str, str], worlds: dict[str, str],
 def register(app: typer.Typer) -> None:
     app.command("merge")(merge)
     policy_app.command("serve")(serve)
+    policy_app.command("init-vlm")(init_vlm)
     app.add_typer(policy_app, name="policy")

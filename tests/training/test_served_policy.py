@@ -161,3 +161,19 @@ def test_a_round_acting_through_the_server_equals_the_in_process_round(tmp_path)
             rec.breakdown["annotation"]["accepted"],
         )
     assert results["served"] == results["local"]
+
+
+def test_chat_on_a_text_checkpoint_completes_the_messages_text(served_dir, server) -> None:
+    """`/v1/chat/completions` serves a text checkpoint too: the prompt is the messages' text in order (the chat
+    template of training/vision.py), so a chat request answers what a completions request with that text does."""
+    prompt = 'Instruction: Click OK\nObservation:\nbutton "OK" (3,4)\n'
+    kw = {"model": "ckpt-served", "max_tokens": 12, "temperature": 0.0}
+    c = httpx.post(f"{server.url}/v1/completions", json=kw | {"prompt": prompt, "logprobs": 0}).json()["choices"][0]
+    parts = [{"type": "text", "text": prompt[:20]}, {"type": "text", "text": prompt[20:]}]
+    h = httpx.post(f"{server.url}/v1/chat/completions",
+                   json=kw | {"messages": [{"role": "user", "content": parts}], "logprobs": True}).json()["choices"][0]  # fmt: skip
+    assert h["message"]["content"] == c["text"] and h["finish_reason"] == c["finish_reason"]
+    assert [t["logprob"] for t in h["logprobs"]["content"]] == c["logprobs"]["token_logprobs"]
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    r = httpx.post(f"{server.url}/v1/chat/completions", json=kw | {"messages": [{"role": "user", "content": [image]}]})
+    assert r.status_code == 400 and "reads text only" in r.json()["detail"]
