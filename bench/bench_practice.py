@@ -82,7 +82,7 @@ def rl_arm(policy, budget: float, items=None, **overrides):
 
     f = tuned_flywheel()
     optim = overrides.pop("optim", None)
-    cfg = replace(RLConfig(), time_budget_s=budget, iterations=10_000, **overrides)
+    cfg = replace(RLConfig(), **{"time_budget_s": budget, "iterations": 10_000, **overrides})
     if optim:
         cfg = replace(cfg, optim=OptimConfig(**{**cfg.optim.__dict__, **optim}))
     good = known_good(env_backend("sandbox"), training_tasks(4, 100_000))
@@ -153,8 +153,9 @@ def run() -> list[Figure]:
 
 
 def sweep(overrides: dict, budget: float, folder: str) -> None:
-    """One RL setting against the cached cold start: held-out before and after (the table in docs/training.md,
-    "Practice"). `python -m bench.bench_practice '{"algo": "grpo"}' 240 /tmp/practice-cold`."""
+    """One RL setting against the cached cold start: held-out before and after (the tables in docs/training.md,
+    "Practice"). `python -m bench.bench_practice '{"algo": "grpo"}' 240 /tmp/practice-cold` (240 s of RL; an
+    `"iterations"` override with a large budget runs a fixed number instead)."""
     from core.stats import paired_test
     from flows.config import tuned_flywheel
     from training.envs import heldout_tasks

@@ -132,6 +132,16 @@ def render_answer(thought: str, action: str, cfg: PromptConfig = PromptConfig(),
     return f"Thought: {clip_thought(thought, cfg.max_thought_words)}\nAction: {action.strip()}"
 
 
+def consistent(thought: str, action: str, cfg: PromptConfig, observation: str | None, instruction: str | None) -> bool:
+    """Whether the thought is the one the prompt format writes for this action (the target's screen line, the typed
+    span, the answer's line): a thought naming another element than the action reaches is not. Always true for
+    free-form thought styles and for actions the format has no fixed thought for."""
+    if cfg.thought_style not in ("target", "line"):
+        return True
+    want = parse_answer(render_answer(thought, action, cfg, observation, instruction))
+    return want is not None and want[0].strip() == thought.strip()
+
+
 _ANSWER = re.compile(r"^\s*Thought:(?P<thought>.*?)\n\s*Action:(?P<action>.*)$", re.S)
 
 

@@ -21,13 +21,13 @@ planner, training/envs.py); one without `clone` is rebuilt by replaying the acti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from schemas.prompt import PromptConfig
 from training.generate import sample
-from training.prompt import parse_answer
+from training.prompt import consistent, parse_answer
 from training.rollout import Environment, TaskInfo, Trajectory, _readable, run_episodes
 
 
@@ -40,6 +40,9 @@ class Candidate:
     response_ids: list[int]
     logprobs: list[float]
     reward: float
+    #: The thought says what the action does (schemas.prompt.consistent): a candidate that reaches the right element
+    #: with a thought naming another was lucky, and reinforcing it would teach the thought and the action apart.
+    consistent: bool = True
 
 
 def shaped(before: int | None, after: int | None, done: bool, passed: bool, readable: bool = True) -> float:
@@ -71,6 +74,25 @@ def _clone(env: Environment, task: TaskInfo, actions: Sequence[str]) -> Environm
     return e
 
 
+def first_visits(tr: Trajectory, steps: Sequence[int], seen: set[tuple[str, str, str]]) -> list[int]:
+    """The steps of `tr` whose situation (task, screen, previous action) is not in `seen` yet, adding them: a loop
+    repeating one wrong action shows the same screen after the same action, only the step number differs, and is
+    branched once (G candidates at each of its copies would teach one lesson several times over)."""
+    out = []
+    for t in steps:
+        key = (tr.task.task_id, tr.steps[t].observation, tr.steps[t - 1].action if t else "")
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
+
+
+def progress_only(cands: Sequence[Candidate]) -> list[Candidate]:
+    """RLConfig.step_reward = "progress": 1 for a candidate that moved the task along with a thought that says what it
+    does, else 0 (a detour and a no-op are then the same failure)."""
+    return [replace(c, reward=1.0 if c.reward > 0 and c.consistent else 0.0) for c in cands]
+
+
 def step_groups(
     model,  # noqa: ANN001
     tokenizer,  # noqa: ANN001
@@ -99,6 +121,7 @@ def step_groups(
     # walk each greedy trajectory once: the environment and the steps to go at every state, the greedy step's progress
     states: list[tuple[Trajectory, int, Environment, int]] = []
     greedy: list[float] = []  # per branched state, the greedy step's own reward
+    seen: set[tuple[str, str, str]] = set()
     for tr in trajs:
         env = tr.task.make_env()
         env.reset()
@@ -123,6 +146,8 @@ def step_groups(
         # a state that can no longer pass teaches nothing about progress; with `at="mistakes"` only the states where
         # the greedy step did not move the task along are branched (the errors evaluation would make)
         keep = [(t, e, b, r) for t, e, b, r in here if b is not None and (at == "all" or r < 1.0)]
+        firsts = set(first_visits(tr, [k[0] for k in keep], seen))
+        keep = [k for k in keep if k[0] in firsts]
         if len(keep) > max_states:
             keep = [keep[i] for i in sorted(torch.randperm(len(keep), generator=gen)[:max_states].tolist())]
         states += [(tr, t, e, b) for t, e, b, _ in keep]  # type: ignore[misc]
@@ -135,17 +160,20 @@ def step_groups(
         tr, t, env, before = states[g]
         parsed = parse_answer(s.text) if s.finished else None
         ok = parsed is not None and _readable(parsed[1])
+        obs = tr.steps[t].observation
         if ok:
             e = _clone(env, tr.task, [x.action for x in tr.steps[:t]])
             _, done, _ = e.step(parsed[1])  # type: ignore[index]
             r = progress_reward(before, e, done, True)
         else:
             r = progress_reward(before, env, False, False)
-        cands.append(Candidate(g, list(prompts[k]), s.token_ids, s.logprobs, r))
+        c = ok and consistent(parsed[0], parsed[1], prompt_cfg, obs, tr.task.instruction)  # type: ignore[index]
+        cands.append(Candidate(g, list(prompts[k]), s.token_ids, s.logprobs, r, bool(c)))
     if with_greedy:
         for g, ((tr, t, _, _), r) in enumerate(zip(states, greedy)):
             st = tr.steps[t]
-            cands.append(Candidate(g, list(st.prompt_ids), list(st.response_ids), list(st.logprobs), r))
+            c = st.readable and consistent(st.thought, st.action, prompt_cfg, st.observation, tr.task.instruction)
+            cands.append(Candidate(g, list(st.prompt_ids), list(st.response_ids), list(st.logprobs), r, c))
     rs = [c.reward for c in cands]
     stats = {
         "states": len(states),

@@ -153,6 +153,11 @@ class RLConfig:
     max_states: int = 12  # step groups: at most this many states of one attempt are branched
     branch_at: str = "all"  # step groups: branch every state, or only "mistakes" (the greedy step did not earn +1)
     with_greedy: bool = False  # step groups: the greedy step joins its state's group (a wrong one is pushed down)
+    #: Step groups' reward: "shaped" (clip(d(s) - d(s'), -1, 1): a no-op 0 beats a detour -1) or "progress" (1 when
+    #: the action moved the task along and its thought says what it does, else 0): a group whose candidates all fail
+    #: to make progress is then all-equal and dropped, instead of teaching the policy to prefer actions that change
+    #: nothing, and a lucky click under a thought naming another element is not reinforced.
+    step_reward: str = "shaped"
     #: Which of a response's tokens get its advantage: "response" (all) or "action" (from `\nAction:` on; the
     #: thought is then context, as the observation is).
     credit: str = "response"
@@ -200,6 +205,13 @@ class RLConfig:
     #: The weight of negative advantages (1: plain policy gradient; 0: only what beat the baseline is reinforced).
     negative_weight: float = 0.0
     rehearsal_coef: float = 1.0  # PPO-ptx: this x the SFT loss on the pile's examples, added to every policy step
+    #: The weight of RL's own loss (policy gradient + value). 0 keeps everything else (acting, rehearsal steps): the
+    #: control arm that says how much of a practice run's gain is the policy gradient's.
+    pg_coef: float = 1.0
+    #: Self-imitation (step groups): this share of every rehearsal batch replays the verified good actions practice
+    #: found at the policy's mistakes (training.practice.Corrections, the newest `corrections_max`).
+    self_imitation: float = 0.0
+    corrections_max: int = 4096
     max_lag: int = 2  # episodes written more than this many policy versions ago are dropped (replayed ones)
     time_budget_s: float | None = None  # stop starting iterations after this many seconds (None: all iterations)
     #: Acting beside learning (training/workers.py): this many worker processes act a batch ahead of the learner with
@@ -210,6 +222,8 @@ class RLConfig:
     worker_address: str | None = None
     worker_threads: int = 1
     learner_threads: int | None = None
+    #: While the workers' batch is not back, the learner takes rehearsal steps (when there is a rehearsal loss).
+    rehearse_while_waiting: bool = True
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=3e-4, warmup_steps=0))
     seed: int = 0
 

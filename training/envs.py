@@ -22,6 +22,14 @@ _TERMINATION = {
 }
 
 
+def _copy(obj: Any) -> Any:
+    """An independent deep copy. A pickle round trip copies a sandbox state 3x faster than copy.deepcopy (0.17 against
+    0.57 ms), and step groups copy one per candidate and per planned distance."""
+    import pickle
+
+    return pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301 - our own object, in-process
+
+
 class SandboxEnv:
     """training.rollout.Environment over sandbox.env.Env."""
 
@@ -48,23 +56,19 @@ class SandboxEnv:
 
     def clone(self) -> SandboxEnv:
         """An independent copy of this state (training.branch tries actions in copies)."""
-        import copy
-
         c = object.__new__(SandboxEnv)
-        c.env = copy.deepcopy(self.env)
+        c.env = _copy(self.env)
         return c
 
     def steps_to_go(self, limit: int = 60) -> int | None:
         """How many actions the sandbox's shortest-path expert needs from here to pass, or None when it cannot pass
         any more: the environment's progress signal (training.branch). The step limit does not apply to the plan."""
-        import copy
-
         from sandbox.demonstrators import Expert
         from schemas.actions import format_action
 
         if self.env.done:
             return 0 if self.env.verify().passed else None
-        e = copy.deepcopy(self.env)
+        e = _copy(self.env)
         e.n_steps = -(10**6)  # the plan may run past the task's step limit: it measures distance, not a budget
         expert = Expert()
         n = 0

@@ -8,17 +8,21 @@
   are dropped, or an all-failed group is rescued with the task's latest success (ARPO's replay);
 - `drop_stale`: an episode written by a policy more than `max_lag` updates old is dropped, and every age is kept;
 - `clip_fractions` and `token_entropy`: what a person reads on the training curves to tell "exploring and
-  winning" from "falling apart".
+  winning" from "falling apart";
+- `Corrections` + `rehearsal_batches`: self-imitation, the verified good actions practice found at the policy's
+  mistakes replayed beside the copying data.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
+from training.data import Batch, collate
+from training.prompt import Encoded
 from training.rollout import StepRecord, TaskInfo, Trajectory, final_answer
 
 #: The verifier's reward per trajectory, batched (training/rewards.py makes one from the validators).
@@ -215,3 +219,38 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Mean entropy (nats) of the next-token distributions in `logits` (..., V)."""
     logp = torch.log_softmax(logits.float(), -1)
     return -(logp.exp() * logp).sum(-1).mean()
+
+
+# ------------------------------------------------------------------ 6. self-imitation of verified corrections
+@dataclass
+class Corrections:
+    """Self-imitation (Oh et al. 2018, ARPO's replay at the step level): the actions practice found that moved a task
+    along where the greedy policy erred, with a thought that says what they do, kept (newest `max_size`) and replayed
+    beside the copying data. Each was verified by the environment, so it stays a right answer for its state however
+    the policy moves; replaying it turns one lucky sample into a lasting lesson."""
+
+    max_size: int = 4096
+    items: list[Encoded] = field(default_factory=list)
+    added: int = 0
+
+    def add(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
+        """(prompt ids, answer ids) of verified good actions."""
+        for p, a in pairs:
+            self.items.append(Encoded(list(p) + list(a), [0] * len(p) + [1] * len(a)))
+        self.added += len(pairs)
+        del self.items[: max(0, len(self.items) - self.max_size)]
+
+
+def rehearsal_batches(
+    copying: Sequence[Encoded], corrections: Corrections, batch_size: int, share: float, pad_id: int, seed: int
+) -> Iterator[Batch | None]:
+    """Endless rehearsal batches: `share` of each batch from the corrections found so far (all of it without copying
+    data), the rest from the copying data; None while there is nothing to rehearse yet."""
+    rng = random.Random(seed)
+    while True:
+        n = len(corrections.items)
+        k = min(n, round(share * batch_size) if copying else batch_size)
+        rows = rng.sample(corrections.items, k) if k else []
+        if copying:
+            rows += [copying[rng.randrange(len(copying))] for _ in range(batch_size - k)]
+        yield collate(rows, pad_id) if rows else None

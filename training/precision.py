@@ -4,8 +4,10 @@ bfloat16 autocast is about 2x faster on CPUs with AVX512-BF16 or AMX and slower 
 measured 11,711 tokens/s with it against 14,512 without). `OptimConfig.bf16 = "auto"` times a few forward and
 backward passes of the model being trained in both precisions, on a batch of the shape training uses, and picks
 bf16 only when it is at least `MARGIN` faster. The choice is cached per machine (CPU model, core count, torch
-version, model size and batch shape) in `~/.cache/flywheel/precision.json`, so it costs a few seconds once; a
-measurement taken while the machine was overloaded (load above its cores) is used but not cached.
+version, model size and batch shape) in `~/.cache/flywheel/precision.json`, so it costs a few seconds once. On an
+overloaded machine (load above its cores) with nothing cached, nothing is measured: fp32 is used for this process
+(source "busy"). A timing taken under load is noise, and a choice drawn from noise made two runs of one round train
+in different precisions (a resumed round then differed from an uninterrupted one in CI).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Choice:
     bf16: bool
     fp32_tok_s: float | None = None  # measured throughputs (None when the setting was not "auto")
     bf16_tok_s: float | None = None
-    source: str = "config"  # config | measured | cache
+    source: str = "config"  # config | measured | cache | busy
 
     @property
     def name(self) -> str:
@@ -112,11 +114,14 @@ def choose(setting: bool | str, model: torch.nn.Module, batch: int = 16, seq: in
             cached = json.loads(path.read_text()).get(key)
         except (OSError, ValueError):
             cached = None
+        quiet = _quiet_machine()
         if cached:
             got = Choice(bool(cached["bf16"]), cached.get("fp32_tok_s"), cached.get("bf16_tok_s"), "cache")
+        elif not quiet:  # a busy machine's timing is noise: the safe numerics, unmeasured and uncached
+            got = Choice(False, source="busy")
         else:
             got = measure(model, batch, seq, device=device)
-        if not cached and _quiet_machine():  # a measurement on a busy machine is kept for this process only
+        if not cached and quiet:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 try:

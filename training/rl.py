@@ -23,14 +23,15 @@ import torch
 import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
-from training.branch import step_advantages
+from training.branch import progress_only, step_advantages
 from training.config import RLConfig, to_dict
-from training.data import trunk_hidden
+from training.data import masked_nll, trunk_hidden
 from training.jobs import finish, resolve_base, vision_items
 from training.loop import lr_at, make_optimizer
 from training.model import Policy
 from training.packing import pack, packed_hidden
 from training.practice import (
+    Corrections,
     Curriculum,
     ReplayBuffer,
     RewardFn,
@@ -38,6 +39,7 @@ from training.practice import (
     drop_stale,
     fix_groups,
     known_good_reward,
+    rehearsal_batches,
     token_entropy,
 )
 from training.rollout import TaskInfo, Trajectory
@@ -339,7 +341,11 @@ def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
     group-relative advantages per state, all-equal states dropped, a batch beyond the lag dropped."""
     trajs, st, age = got.trajectories, got.stats, it - got.version
     stale = age > cfg.max_lag
-    kept, adv, equal = step_advantages([] if stale else got.candidates, cfg.grpo_eps)
+    cands = [] if stale else got.candidates
+    if cfg.step_reward == "progress":  # moved the task along, saying so in its thought, or not
+        cands = progress_only(cands)
+    kept, adv, equal = step_advantages(cands, cfg.grpo_eps)
+    good = [(c.prompt_ids, c.response_ids) for c in cands if c.reward > 0 and c.consistent]
     stats: dict = {
         "iter": it,
         "reward_mean": st["step_reward_mean"],
@@ -348,6 +354,7 @@ def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
         "episodes": len(trajs),
         "states": st["states"],
         "forward_share": st["forward_share"],
+        "consistent_share": _mean([float(c.consistent) for c in got.candidates]),
         "all_equal_share": equal,
         "gen_tokens_per_s": st["gen_tokens"] / max(got.seconds, 1e-9),
         "gen_s": got.seconds,
@@ -370,7 +377,8 @@ def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
             per_token[: action_start(c.response_ids, marker)] = 0.0
             seqs.append(StepSeq(c.prompt_ids + c.response_ids, len(c.prompt_ids), torch.tensor(c.logprobs),
                                 per_token, torch.zeros(n), w))  # fmt: skip
-    return seqs, stats, ()
+    stats["corrections"] = len(good)
+    return seqs, stats, tuple(good)
 
 
 def action_start(ids: Sequence[int], marker: Sequence[int]) -> int:
@@ -418,6 +426,8 @@ def train_rl(
     if cfg.groups not in ("episode", "step") or cfg.credit not in ("response", "action"):
         raise ValueError(f"RLConfig: groups is 'episode' or 'step' (not {cfg.groups!r}), credit 'response' or "
                          f"'action' (not {cfg.credit!r})")  # fmt: skip
+    if cfg.step_reward not in ("shaped", "progress"):
+        raise ValueError(f"RLConfig: step_reward is 'shaped' or 'progress', not {cfg.step_reward!r}")
     if cfg.groups == "step" and cfg.algo != "grpo":
         raise ValueError("step groups have group-relative advantages: use algo='grpo'")
     if cfg.groups == "step" and policy.kind == "vlm":
@@ -444,10 +454,11 @@ def train_rl(
     update = 0
     t_start = time.perf_counter()
     ptx = None
-    if rehearsal and cfg.rehearsal_coef > 0:
-        from training.data import batches, masked_nll
-
-        ptx = batches(list(rehearsal), cfg.minibatch_size, 10**9, policy.tokenizer.pad_token_id, seed=seed)
+    corrections = Corrections(cfg.corrections_max)
+    ptx_coef = cfg.rehearsal_coef or 1.0  # self-imitation alone replays at weight 1
+    if (rehearsal and cfg.rehearsal_coef > 0) or cfg.self_imitation > 0:
+        ptx = rehearsal_batches(list(rehearsal or []) if cfg.rehearsal_coef > 0 else [], corrections,
+                                cfg.minibatch_size, cfg.self_imitation, policy.tokenizer.pad_token_id, seed)  # fmt: skip
     kind, act_params = acting(cfg, prompt_cfg, max_new_tokens)
     executor = executor_for(cfg.worker_address, cfg.workers, cfg.worker_threads) if cfg.workers else None
     if executor is not None and cfg.learner_threads:
@@ -458,6 +469,23 @@ def train_rl(
     def pick() -> list[TaskInfo]:  # 1. tasks where the policy sometimes wins (the curriculum), or fresh ones
         return cur.select(cfg.tasks_per_iter, rng) if cur else list(tasks_fn(cfg.tasks_per_iter, seed + submitted))
 
+    idle_nll: list[float] = []
+
+    def rehearse() -> None:
+        """A rehearsal step while the workers act: the learner's core keeps copying what copying taught."""
+        b = next(ptx)  # type: ignore[arg-type]
+        if b is None:  # nothing to rehearse yet (self-imitation before its first correction)
+            time.sleep(0.05)
+            return
+        policy.model.train()
+        loss = ptx_coef * masked_nll(policy.model, b)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+        opt.step()
+        policy.model.eval()
+        idle_nll.append(float(loss.detach()))
+
     try:
         for it in range(cfg.iterations):
             if cfg.time_budget_s is not None and it and time.perf_counter() - t_start > cfg.time_budget_s:
@@ -466,12 +494,18 @@ def train_rl(
                 source.submit(pick(), it, seed + submitted)
                 submitted += 1
             t0 = time.perf_counter()
-            got = source.take(it)  # 2. act: G attempts per task, or G actions at each state (training/branch.py)
+            idle_nll.clear()
+            # 2. act: G attempts per task, or G actions at each state (training/branch.py)
+            got = source.take(it, rehearse if (ptx is not None and cfg.rehearse_while_waiting) else None)
             if cfg.groups == "step":  # 3-5 at the step level
                 seqs, stats, batch = _step_batch(policy, got, cfg, it, cur)
+                if cfg.self_imitation > 0:
+                    corrections.add(batch)
+                    stats["corrections_kept"] = len(corrections.items)
             else:
                 seqs, stats, batch = _episode_batch(policy, got, verifier, cfg, it, cur, replay)
             stats["learner_wait_s"] = got.waited
+            stats["rehearsal_while_waiting"] = len(idle_nll)
             if actor is not None:  # the served version that acted, and the learner's update it holds
                 stats.update(policy_version=actor.version, policy_step=got.version)
             samples += stats.pop("samples", 0)
@@ -509,9 +543,10 @@ def train_rl(
                 for i in range(0, len(order), cfg.minibatch_size):
                     mb = [seqs[j] for j in order[i : i + cfg.minibatch_size]]
                     loss, st = ppo_losses(policy, mb, cfg)
-                    if ptx is not None:
-                        nll = masked_nll(policy.model, next(ptx))
-                        loss = loss + cfg.rehearsal_coef * nll
+                    loss = cfg.pg_coef * loss
+                    if ptx is not None and (b := next(ptx)) is not None:
+                        nll = masked_nll(policy.model, b)
+                        loss = loss + ptx_coef * nll
                         st["rehearsal_nll"] = float(nll.detach())
                     opt.zero_grad(set_to_none=True)
                     loss.backward()

@@ -18,7 +18,7 @@ import io
 import os
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -231,8 +231,10 @@ class Rollouts:
             fut = self.executor.submit(collect, job)
         self.pending.append((list(infos), version, seed, fut))
 
-    def take(self, version: int) -> Batch:
-        """The oldest batch submitted (acting now, in-process, with policy step `version`)."""
+    def take(self, version: int, idle: Callable[[], object] | None = None) -> Batch:
+        """The oldest batch submitted (acting now, in-process, with policy step `version`). While a worker's batch is
+        not back yet, `idle()` is called again and again (the learner's own work: a rehearsal step), so the learner's
+        core never waits for the workers'."""
         import time
 
         infos, v, seed, fut = self.pending.pop(0)
@@ -244,6 +246,8 @@ class Rollouts:
                                       actor.version)  # fmt: skip
             dt = time.perf_counter() - t0
             return Batch(infos, trajs, cands, stats, step, dt, 0.0)
+        while idle is not None and not fut.done():
+            idle()
         got: Collected = fut.result()
         waited = time.perf_counter() - t0
         for tr in attach(got, infos):

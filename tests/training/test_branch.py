@@ -139,3 +139,53 @@ def test_an_unknown_group_or_credit_setting_is_refused_before_training(tiny_poli
 
     with pytest.raises(ValueError, match="RLConfig"):
         rl.train_rl(tiny_policy, stepped_tasks, _reward, RLConfig(iterations=1, **bad), max_new_tokens=8)
+
+
+def test_a_thought_is_consistent_only_when_it_names_what_the_action_reaches() -> None:
+    from schemas.prompt import consistent
+
+    obs = 'window "App" 320x240\nbutton "Save" (10,20)\nbutton "Cancel" (50,20)'
+    line, click = PromptConfig(thought_style="line"), "click(point='<point>10 20</point>')"
+    assert consistent('button "Save" (10,20)', click, line, obs, None)
+    assert not consistent('button "Cancel" (50,20)', click, line, obs, None)  # a lucky click under another's name
+    assert not consistent("I save", click, line, obs, None)
+    assert consistent("I save", click, PromptConfig(thought_style="expert"), obs, None)  # free-form thoughts: any
+
+
+def test_progress_reward_is_one_only_for_progress_with_a_consistent_thought() -> None:
+    from training.branch import progress_only
+
+    cands = [Candidate(0, [1], [2], [-0.1], r, ok) for r, ok in ((1.0, True), (1.0, False), (0.0, True), (-1.0, True))]
+    assert [c.reward for c in progress_only(cands)] == [1.0, 0.0, 0.0, 0.0]
+    assert [c.reward for c in cands] == [1.0, 1.0, 0.0, -1.0]  # the candidates themselves are left as they were
+
+
+def test_a_loop_repeating_one_action_is_branched_once() -> None:
+    from training.branch import first_visits
+    from training.rollout import StepRecord, Trajectory
+
+    task = two_button_tasks(1, 0)[0]
+    tr = Trajectory(task, 0, "v")
+    for obs, act in (("A", "x"), ("B", "y"), ("B", "y"), ("B", "y"), ("C", "z")):
+        tr.steps.append(StepRecord(obs, [], [], [], "", "", act, True))
+    seen: set = set()
+    # steps 2 and 3 show screen B after action y, as step 2 did: one lesson; step 1 saw B after x: another
+    assert first_visits(tr, [0, 1, 2, 3, 4], seen) == [0, 1, 2, 4]
+    assert first_visits(tr, [2, 3], seen) == []  # a second attempt at the same task meets the same situations
+
+
+def test_step_groups_with_the_progress_reward_keep_verified_corrections_for_self_imitation(tiny_policy) -> None:
+    import training.rl as rl
+
+    pol = _biased_policy(tiny_policy, share_yes=0.3)
+    cfg = RLConfig(groups="step", iterations=3, tasks_per_iter=8, group_size=8, ppo_epochs=1, minibatch_size=16,
+                   step_reward="progress", self_imitation=0.5, corrections_max=5, rehearsal_coef=0.0,
+                   optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
+    _, info = rl.train_rl(pol, stepped_tasks, _reward, cfg, max_new_tokens=40)
+    hist = info["iterations"]
+    assert all(0.0 < h["consistent_share"] <= 1.0 for h in hist)  # free-form thoughts: only unreadable ones are not
+    assert sum(h["corrections"] for h in hist) > 0
+    assert 0 < hist[-1]["corrections_kept"] <= 5  # the newest corrections_max only
+    with pytest.raises(ValueError, match="step_reward"):
+        rl.train_rl(pol, stepped_tasks, _reward, RLConfig(groups="step", algo="grpo", iterations=1,
+                                                          step_reward="gain"), max_new_tokens=8)  # fmt: skip

@@ -250,3 +250,21 @@ def test_curriculum_spreads_its_picks_over_groups() -> None:
     spread = Curriculum(tasks_fn, pool_size=16, explore=1.0, group=lambda t: t.level)
     assert sum(t.level == 2 for t in spread.select(4, random.Random(1))) == 2  # level 2 is a quarter of the pool
     assert sum(t.level == 2 for t in flat.select(16, random.Random(1))) == 4
+
+
+def test_corrections_keep_the_newest_and_rehearsal_batches_mix_them_in_at_their_share() -> None:
+    from training.practice import Corrections, rehearsal_batches
+    from training.prompt import Encoded
+
+    corr = Corrections(max_size=3)
+    corr.add([([1, 2], [7 + i]) for i in range(5)])
+    assert corr.added == 5 and [e.input_ids[-1] for e in corr.items] == [9, 10, 11]
+    assert all(e.mask == [0, 0, 1] for e in corr.items)  # the loss on the answer only
+    copying = [Encoded([5, 5, 5, 5], [0, 0, 1, 1])]
+    b = next(rehearsal_batches(copying, corr, batch_size=4, share=0.5, pad_id=0, seed=0))
+    rows = b.input_ids.tolist()
+    assert sum(r[:4] == [5, 5, 5, 5] for r in rows) == 2 and sum(r[2] in (9, 10, 11) for r in rows) == 2
+    # nothing found yet: all copying; no copying data: all corrections; neither: no batches
+    assert next(rehearsal_batches(copying, Corrections(), 4, 0.5, 0, 0)).input_ids.shape[0] == 4
+    assert next(rehearsal_batches([], corr, 4, 0.5, 0, 0)).input_ids.shape[0] == 3
+    assert next(rehearsal_batches([], Corrections(), 4, 0.5, 0, 0)) is None

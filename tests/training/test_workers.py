@@ -49,16 +49,30 @@ def test_a_worker_acts_with_the_weights_of_the_step_it_was_submitted_at() -> Non
     assert not torch.allclose(_logprobs(pol, step.prompt_ids, step.response_ids), lp, atol=1e-3)
 
 
-def _rl(address: str | None = None) -> tuple[dict, Policy, dict]:
+def _rl(address: str | None = None, rehearsal: list | None = None) -> tuple[dict, Policy, dict]:
     from training.rl import train_rl
 
     pol = Policy.load(BASE_MODEL)
     start = {k: v.clone() for k, v in pol.model.state_dict().items()}
     cfg = RLConfig(iterations=4, tasks_per_iter=8, group_size=4, curriculum=False, all_equal="keep", workers=1,
-                   worker_address=address, max_lag=2, rehearsal_coef=0.0, optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
+                   worker_address=address, max_lag=2, rehearsal_coef=1.0 if rehearsal else 0.0,
+                   optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
     _, info = train_rl(pol, lambda n, seed: training_tasks(n, 500 + seed, levels=[1, 2]), _reward, cfg,
-                       max_new_tokens=40)  # fmt: skip
+                       max_new_tokens=40, rehearsal=rehearsal)  # fmt: skip
     return info, pol, start
+
+
+def _copying_items(n: int = 16) -> list:
+    """The expert's steps on a few sandbox tasks, encoded: the copying data a rehearsal step trains on."""
+    from sandbox.demonstrators import Expert
+    from sandbox.heldout import training_tasks as sandbox_tasks
+    from sandbox.parallel import run_many
+    from sandbox.rollout import to_episode
+    from training.data import encode_all, episode_examples
+
+    eps = [to_episode(a, "rollout", f"s{i}") for i, a in enumerate(run_many(sandbox_tasks(4, seed=3), Expert))]
+    tok = Policy.load(BASE_MODEL).tokenizer
+    return encode_all(tok, [x for e in eps for x in episode_examples(e.to_row())])[:n]
 
 
 def _check(info: dict, pol: Policy, start: dict) -> None:
@@ -70,8 +84,11 @@ def _check(info: dict, pol: Policy, start: dict) -> None:
 
 
 @pytest.mark.slow
-def test_rl_with_a_worker_process_acts_a_batch_ahead_and_records_ages() -> None:
-    _check(*_rl())
+def test_rl_with_a_worker_process_acts_a_batch_ahead_and_rehearses_while_it_waits() -> None:
+    info, pol, start = _rl(rehearsal=_copying_items())
+    _check(info, pol, start)
+    # the learner's core never idles: while the first batch is acted it takes rehearsal steps on the copying data
+    assert info["iterations"][0]["rehearsal_while_waiting"] > 0
 
 
 @pytest.mark.slow
