@@ -15,6 +15,7 @@ the 280-task held-out rate with its 95% interval, per level, and the exact McNem
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 import typer
 
 from bench.bench_practice import _levels, _rate, cold_start
-from bench.common import console
+from bench.common import console, quick
 
 app = typer.Typer(add_completion=False)
 
@@ -123,12 +124,12 @@ def main(
         raise typer.BadParameter(f"arm is fixed, fresh, rft or dagger, not {arm!r}")
     f = tuned_flywheel()
     pol, items = cold_start(folder)
-    ho = heldout_tasks(None)
+    ho = heldout_tasks(1 if quick() else None)  # BENCH_QUICK: one task per cell, a smoke run
     before = evaluate(pol, ho, f.eval, f.prompt)
     t0 = time.perf_counter()
     pad = pol.tokenizer.pad_token_id
     if arm == "dagger":
-        data = _mixed(_expert_at_mistakes(pol, f, m), items, share, pad)
+        data = itertools.islice(_mixed(_expert_at_mistakes(pol, f, m), items, share, pad), steps)  # train_lm takes all
     else:
         extra = {"fixed": lambda: items, "fresh": lambda: _fresh(pol, f, n),
                  "rft": lambda: items + _own_successes(pol, f, m, k)}[arm]()  # fmt: skip

@@ -66,7 +66,10 @@ def test_a_specialists_round_resumes_after_kill_9_among_the_specialists(
     env = flywheel_env
     lake, landing, cfg = setup_round(tmp_path, "spec")
     write_config(cfg, SPECIALISTS, cold_sft={**TINY_ROUND["flywheel"]["cold_sft"], **FP32},
-                 sft={**TINY_ROUND["flywheel"]["sft"], "epochs": None, **FP32}, sampling={"tasks": 2, "attempts": 2, "max_new_tokens": 24})  # fmt: skip
+                 sft={**TINY_ROUND["flywheel"]["sft"], "epochs": None, **FP32}, sampling={"tasks": 2, "attempts": 2, "max_new_tokens": 24},
+                 rl={**TINY_ROUND["flywheel"]["rl"], "iterations": 8})  # fmt: skip
+    # 8 RL iterations a specialist: seconds, so the kill lands inside the second one (one iteration took under the
+    # poll and the half second below once the sampler got faster, and the kill found it done)
     r = run_cmd(env, round_cmd(lake, landing, cfg, "run"))  # round 0: cold-start SFT, no RL
     assert r.returncode == 0, r.stderr[-3000:]
 
