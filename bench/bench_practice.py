@@ -99,22 +99,6 @@ def rl_arm(policy, budget: float, items=None, **overrides):
     return info, time.perf_counter() - t0, cfg
 
 
-def _sft_step_s(policy, items, sft_cfg) -> float:
-    """Seconds per SFT step of `policy` on `items` at the job's batch size, timed on a throwaway copy (8 steps after
-    2 of warm-up)."""
-    import copy
-
-    from training.data import batches
-    from training.loop import train_lm
-
-    probe = copy.deepcopy(policy.model)
-    pad = policy.tokenizer.pad_token_id
-    train_lm(probe, batches(items, sft_cfg.batch_size, 2, pad, seed=1), 2, sft_cfg.optim)
-    t0 = time.perf_counter()
-    train_lm(probe, batches(items, sft_cfg.batch_size, 8, pad, seed=2), 8, sft_cfg.optim)
-    return (time.perf_counter() - t0) / 8
-
-
 def run() -> list[Figure]:
     from core.stats import paired_test
     from flows.config import tuned_flywheel
@@ -140,10 +124,14 @@ def run() -> list[Figure]:
     hist = info["iterations"]
     console.print(f"practice: (c) RL {len(hist)} iterations in {rl_s:.0f} s: {_rate(rc)}")
 
-    # (b) SFT continued on the copying data for the same wall time: the schedule's length from a timed probe on a
-    # copy (a fixed guess once ended the arm after 139 of RL's 243 s when steps got faster), the deadline ends it
+    # (b) SFT continued on the copying data for the same wall time: the schedule's length from this machine's SFT
+    # step time (flows.budget.calibrate; a fixed guess once ended the arm after 139 of RL's 243 s when steps got
+    # faster), the deadline ends it
+    from flows.budget import calibrate
+    from flows.config import RoundConfig
+
     sft_cfg = f.sft
-    est = max(1, int(rl_s / _sft_step_s(sft_pol, items, sft_cfg)))
+    est = max(1, int(rl_s / calibrate(RoundConfig(flywheel=f))[0]))
     t0 = time.perf_counter()
     it = _until(batches(items, sft_cfg.batch_size, est, sft_pol.tokenizer.pad_token_id, seed=7), t0 + rl_s)
     losses, _ = train_lm(sft_pol.model, it, est, sft_cfg.optim)

@@ -87,10 +87,15 @@ def first_visits(tr: Trajectory, steps: Sequence[int], seen: set[tuple[str, str,
     return out
 
 
+def verified(c: Candidate) -> bool:
+    """The candidate moved the task along and its thought says what it does: a correction worth keeping."""
+    return c.reward > 0 and c.consistent
+
+
 def progress_only(cands: Sequence[Candidate]) -> list[Candidate]:
-    """RLConfig.step_reward = "progress": 1 for a candidate that moved the task along with a thought that says what it
-    does, else 0 (a detour and a no-op are then the same failure)."""
-    return [replace(c, reward=1.0 if c.reward > 0 and c.consistent else 0.0) for c in cands]
+    """RLConfig.step_reward = "progress": 1 for a verified candidate, else 0 (a detour and a no-op are then the same
+    failure)."""
+    return [replace(c, reward=1.0 if verified(c) else 0.0) for c in cands]
 
 
 def step_groups(

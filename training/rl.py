@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
-from training.branch import progress_only, step_advantages
+from training.branch import progress_only, step_advantages, verified
 from training.config import RLConfig, to_dict
 from training.data import masked_nll, trunk_hidden
 from training.jobs import finish, resolve_base, vision_items
@@ -345,7 +345,7 @@ def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
     if cfg.step_reward == "progress":  # moved the task along, saying so in its thought, or not
         cands = progress_only(cands)
     kept, adv, equal = step_advantages(cands, cfg.grpo_eps)
-    good = [(c.prompt_ids, c.response_ids) for c in cands if c.reward > 0 and c.consistent]
+    good = [(c.prompt_ids, c.response_ids) for c in cands if verified(c)]
     stats: dict = {
         "iter": it,
         "reward_mean": st["step_reward_mean"],
@@ -471,6 +471,13 @@ def train_rl(
 
     idle_nll: list[float] = []
 
+    def step(loss: torch.Tensor) -> None:
+        """One clipped optimiser step on `loss` (a policy minibatch's, or a rehearsal step's)."""
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+        opt.step()
+
     def rehearse() -> None:
         """A rehearsal step while the workers act: the learner's core keeps copying what copying taught."""
         b = next(ptx)  # type: ignore[arg-type]
@@ -479,10 +486,7 @@ def train_rl(
             return
         policy.model.train()
         loss = ptx_coef * masked_nll(policy.model, b)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-        opt.step()
+        step(loss)
         policy.model.eval()
         idle_nll.append(float(loss.detach()))
 
@@ -548,10 +552,7 @@ def train_rl(
                         nll = masked_nll(policy.model, b)
                         loss = loss + ptx_coef * nll
                         st["rehearsal_nll"] = float(nll.detach())
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-                    opt.step()
+                    step(loss)
                     losses.append(float(loss.detach()))
                     mbs.append(st)
             policy.model.eval()
