@@ -115,6 +115,10 @@ class RoundConfig:
     #: "joint": the round's RL stage is one RL job on all its tasks; "specialists": one RL job per `specialists`
     #: entry from the SFT checkpoint, then their merge (`merge`), which is the RL stage's checkpoint.
     rl_mode: str = "joint"
+    #: The evaluate stage also evaluates the RL stage's base (the round's SFT checkpoint) on the same held-out tasks,
+    #: so every round shows RL's own share of its gain (held-out before and after RL, paired McNemar test). Costs one
+    #: more held-out evaluation in each round that runs RL.
+    rl_effect: bool = True
     specialists: tuple[SpecialistConfig, ...] = ()
     merge: MergeConfig = field(default_factory=MergeConfig)
 

@@ -415,12 +415,38 @@ def stage_evaluate(ctx: RoundContext) -> dict[str, Any]:
 
         done = {t.task_id: ok for t, ok in zip(tasks, res.passed)}
         extra["mixed"] = mixed_eval(ctx.lake, ctx.round, ctx.cfg, policy, done, lambda **kw: ctx.tick("evaluate", **kw))
+    effect = rl_effect(ctx, tasks, res) if ctx.cfg.rl_effect else None
+    if effect is not None:
+        extra["rl_effect"] = effect
     extra["env"] = {"name": env.name, **(env.stats() or {})}
     ref = env.reference(ctx.cfg.eval_per_cell) if ctx.round == 0 else None
     if ref is not None:
         extra["demonstrator_eval"] = ref
     update_round(ctx.lake, ctx.round, breakdown=extra)
     return res.breakdown() | {"wall_s": _r2(res.wall_s), "checkpoint": uri} | extra
+
+
+def rl_effect(ctx: RoundContext, tasks: Any, after: Any) -> dict[str, Any] | None:
+    """RL's own share of the round's gain: the RL stage's base (the round's SFT checkpoint) on the same held-out tasks
+    as the final checkpoint (`after`, training.evaluate.EvalResult), compared task by task (exact McNemar). None when
+    the round ran no RL. Greedy evaluation, so a resumed round measures the same."""
+    from dataclasses import asdict
+
+    from core.stats import paired_test
+    from training.evaluate import evaluate
+
+    rl = stage_status(ctx.lake, ctx.round).get("rl") or {}
+    base = rl.get("base")
+    if rl.get("status") != "done" or not base:
+        return None
+    f = ctx.cfg.flywheel
+    before = evaluate(
+        acting_policy(ctx, base), tasks, f.eval, f.prompt, lambda n: ctx.tick("evaluate", n=n, arm="before RL")
+    )
+    test = paired_test(before.passed, after.passed)
+    return {"base": base, "before": asdict(before.overall), "after": asdict(after.overall),
+            "delta": after.overall.rate - before.overall.rate, "p": test["p"], "rl_only": int(test["b_only"]),
+            "base_only": int(test["a_only"]), "wall_s": _r2(before.wall_s)}  # fmt: skip
 
 
 def ran_specialists(lake: Lake, round: int) -> bool:
@@ -472,6 +498,14 @@ def rl_markdown(rec: Any) -> list[str]:
     if rl is None:
         return []
     out = ["", f"RL: {rl.describe()} -> {rl.checkpoint or '-'}"]
+    e = rec.rl_effect
+    if e:
+        b, a = e["before"], e["after"]
+        out += ["", "| held-out | before RL [95% CI] | after RL [95% CI] | RL (points) | only RL passes | only before | McNemar p |",
+                "| --- | --- | --- | --- | --- | --- | --- |",
+                f"| n={a['n']} | {100 * b['rate']:.1f}% [{100 * b['lo']:.1f}%, {100 * b['hi']:.1f}%] "
+                f"| {100 * a['rate']:.1f}% [{100 * a['lo']:.1f}%, {100 * a['hi']:.1f}%] | {100 * e['delta']:+.1f} "
+                f"| {e['rl_only']} | {e['base_only']} | {e['p']:.2g} |"]  # fmt: skip
     if rl.mode != "specialists":
         return out
     out += ["", "| specialist | world | alpha | checkpoint |", "| --- | --- | --- | --- |"]

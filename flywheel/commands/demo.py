@@ -29,6 +29,7 @@ def _cell(rate: float | None, lo: float | None, hi: float | None) -> str:
 def rounds_rich_table(rows: list[RoundRecord]) -> Table:
     """One row per round: new-sample pass rate P(V=1|r) and held-out pass rate with 95% intervals, per level."""
     levels = sorted({lv for r in rows for lv in r.eval_rates("level")})
+    effect = any(r.rl_effect for r in rows)
     t = Table(title="flywheel rounds (pass rates in %, 95% Wilson intervals)")
     cols = [
         "round",
@@ -39,6 +40,7 @@ def rounds_rich_table(rows: list[RoundRecord]) -> Table:
         "held-out",
         "n",
         *[f"L{lv}" for lv in levels],
+        *(["before RL", "RL +", "p"] if effect else []),
         "SFT",
         "CT",
     ]
@@ -50,9 +52,18 @@ def rounds_rich_table(rows: list[RoundRecord]) -> Table:
             str(r.round), str(r.n_new or 0), _cell(r.pass_rate, r.pass_rate_lo, r.pass_rate_hi),
             _cell(s.get("pass_rate"), s.get("lo"), s.get("hi")) if r.round else "",
             _pct(r.annotation.get("accept_rate")), _cell(r.eval_pass_rate, r.eval_pass_rate_lo, r.eval_pass_rate_hi),
-            str(r.eval_n or ""), *[_pct(by_level.get(lv)) for lv in levels], str(r.sft_size or 0), str(r.ct_size or 0),
+            str(r.eval_n or ""), *[_pct(by_level.get(lv)) for lv in levels], *(_effect_cells(r.rl_effect) if effect else []),
+            str(r.sft_size or 0), str(r.ct_size or 0),
         )  # fmt: skip
     return t
+
+
+def _effect_cells(e: dict[str, Any]) -> list[str]:
+    """Held-out before the round's RL stage, RL's points, and the paired test's p (blank when not measured)."""
+    if not e:
+        return ["", "", ""]
+    b = e["before"]
+    return [_cell(b["rate"], b["lo"], b["hi"]), f"{100 * e['delta']:+.1f}", f"{e['p']:.2g}"]
 
 
 def per_task_table(rows: list[RoundRecord]) -> Table:
@@ -224,7 +235,14 @@ def _summary(stage: str, info: Any) -> str:
         lv = " ".join(f"L{k} {100 * v['rate']:.0f}" for k, v in info["by_level"].items())
         if info.get("env", {}).get("name") == "miniwob":  # one level: the per-task rates say more
             lv = " ".join(f"{k} {100 * v['rate']:.0f}" for k, v in info["by_family"].items())
-        return f"held-out {100 * o['rate']:.1f}% [{100 * o['lo']:.1f}, {100 * o['hi']:.1f}] n={o['n']} ({lv})"
+        out = f"held-out {100 * o['rate']:.1f}% [{100 * o['lo']:.1f}, {100 * o['hi']:.1f}] n={o['n']} ({lv})"
+        e = info.get("rl_effect")
+        if e:
+            b = e["before"]
+            out += (f"; before RL {100 * b['rate']:.1f}% [{100 * b['lo']:.1f}, {100 * b['hi']:.1f}]: RL "
+                    f"{100 * e['delta']:+.1f} points (only RL passes {e['rl_only']}, only before {e['base_only']}, "
+                    f"McNemar p={e['p']:.2g})")  # fmt: skip
+        return out
     if stage == "summary":
         return "round table written" + (f", dashboard {info['dashboard']}" if info.get("dashboard") else "")
     return str(info)

@@ -162,6 +162,14 @@ def resume(
     _run(lake, round, True, landing, config, dashboard, train_deployment, env, tasks, people)
 
 
+def _rl_cell(r) -> str:  # noqa: ANN001 - validators.rounds.RoundRecord
+    """How the round's RL ran and, when measured, its own points on held-out (flows/stages.py `rl_effect`)."""
+    if not r.rl:
+        return ""
+    e = r.rl_effect
+    return r.rl.describe() + (f" ({100 * e['delta']:+.1f} points, p={e['p']:.2g})" if e else "")
+
+
 def _status_table(lk, only: int | None = None) -> None:  # noqa: ANN001
     from flows.stages import STAGES
     from validators.rounds import read_rounds
@@ -177,7 +185,7 @@ def _status_table(lk, only: int | None = None) -> None:  # noqa: ANN001
             continue
         stages = " ".join(f"[{colour.get(r.status(s), 'white')}]{s}[/]" for s in STAGES if s in r.stages)
         t.add_row(str(r.round), str(r.n_new or ""), pct(r.pass_rate), pct(r.eval_pass_rate),
-                  str(r.sft_size or ""), str(r.ct_size or ""), esc(r.rl.describe()) if r.rl else "", stages)  # fmt: skip
+                  str(r.sft_size or ""), str(r.ct_size or ""), esc(_rl_cell(r)), stages)  # fmt: skip
     console.print(t)
     console.print("stages: [green]done[/] [yellow]running[/] [red]failed[/]")
 

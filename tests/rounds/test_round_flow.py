@@ -145,6 +145,7 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
     lake = tmp_path / "lake-demo"
     r = run_cmd(flywheel_env, [FLYWHEEL, "demo", "--quick", "--rounds", "1", "--lake", str(lake)])
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "before RL" in r.stdout and "McNemar p=" in r.stdout, r.stdout  # round 1's RL share, printed
     n_before = Lake.open(lake).count("episodes")
     r = run_cmd(flywheel_env, [FLYWHEEL, "round", "run", "--lake", str(lake)])
     assert r.returncode == 0, r.stderr[-3000:]
@@ -155,3 +156,9 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
     assert last.config == recs[1].config and last.landing == recs[1].landing  # the demo's own, not the defaults
     assert last.annotation.get("episodes") == 4 and last.status("sample") == "done"  # scripted people played
     assert Lake.open(lake).count("episodes") == n_before + last.n_new  # the landing's old files added nothing
+    for x in recs[1:]:  # RL's own share: its base (the SFT checkpoint) on the same held-out tasks, paired
+        e, rl = x.rl_effect, x.stages["rl"]
+        assert e["base"] == rl["base"] != rl["checkpoint"]
+        assert e["after"] == x.eval["overall"] and e["before"]["n"] == e["after"]["n"] > 0
+        assert e["delta"] == pytest.approx(e["after"]["rate"] - e["before"]["rate"]) and 0 <= e["p"] <= 1
+        assert e["rl_only"] - e["base_only"] == e["after"]["k"] - e["before"]["k"]

@@ -94,12 +94,21 @@ def _elapsed(slower: float) -> float:
 
 
 def test_the_reference_machine_with_room_keeps_the_full_sizes() -> None:
-    cfg = round_config(people="scripted")
+    cfg = replace(round_config(people="scripted"), rl_effect=False)  # the reference run's stages
     got, f = refit(cfg, REF_MINUTES + 0.5, _elapsed(1.0), _round0(1.0), REF_ROUNDS)
     assert got == cfg and f.scale == 1 and f.estimate_min == pytest.approx(REF_MINUTES, abs=0.05)
     assert f.sft_ratio == pytest.approx(1.0) and f.other_ratio == pytest.approx(1.0)
     assert "full sizes" in f.why()
     assert project(REF_STEP_S, REF_ROUNDS) == pytest.approx(REF_MINUTES)
+
+
+def test_measuring_rl_s_share_budgets_one_more_evaluation_in_every_rl_round() -> None:
+    cfg = round_config(people="scripted")
+    assert cfg.rl_effect and not round_config("miniwob").rl_effect  # a browser evaluation is 170 s: on request there
+    _, without = refit(replace(cfg, rl_effect=False), 60, _elapsed(1.0), _round0(1.0), REF_ROUNDS)
+    _, with_ = refit(cfg, 60, _elapsed(1.0), _round0(1.0), REF_ROUNDS)
+    eval_min = (REF_R0_OTHER_S - 12.1) / 60  # round 0's evaluate stage, as _round0 records it
+    assert with_.estimate_min - without.estimate_min == pytest.approx(REF_ROUNDS * eval_min)  # RL runs in rounds 1-3
 
 
 def test_a_slower_machine_gets_fewer_later_sft_passes_that_fit_what_is_left() -> None:
