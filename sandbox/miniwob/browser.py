@@ -180,10 +180,14 @@ def _instance_class():  # noqa: ANN202 - built lazily so that importing this mod
 
         def quit(self) -> None:
             """Close the browser; kill whatever of it is still running (a crashed Chromium leaves orphans)."""
+            # and what Chromium started since (renderers): a quit that fails under load leaves them running
+            pids = set(self.pids)
+            with contextlib.suppress(psutil.Error):
+                pids.update(p.pid for p in psutil.Process(self.driver_pid).children(recursive=True))
             with contextlib.suppress(Exception):
                 self.driver.quit()
             procs = []
-            for pid in self.pids:
+            for pid in pids:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     procs.append(psutil.Process(pid))
             for p in procs:
