@@ -91,7 +91,9 @@ def rl_arm(policy, budget: float, items=None, **overrides):
         console.print(f"practice: RL iter {i}: pass {st['pass_rate']:.2f} reward {st['reward_mean']:.2f} "
                       f"all-equal {st.get('all_equal_share', 0):.2f} entropy {st.get('entropy') or 0:.3f} "
                       f"kl {st.get('kl') or 0:.4f} clip {st.get('clip_low') or 0:.3f}/{st.get('clip_high') or 0:.3f} "
-                      f"gen {st['gen_tokens_per_s']:,.0f} tok/s")  # fmt: skip
+                      f"gen {st['gen_tokens_per_s']:,.0f} tok/s"
+                      + (f" states {st['states']} found {st.get('explored_found', 0)} by search, "
+                         f"{st.get('sampled_found', 0)} by sampling" if "states" in st else ""))  # fmt: skip
 
     t0 = time.perf_counter()
     _, info = train_rl(policy, lambda n, seed: training_tasks(n, 100_000 + seed), verifier_reward(), cfg, f.prompt,

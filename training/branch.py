@@ -43,6 +43,10 @@ class Candidate:
     #: The thought says what the action does (schemas.prompt.consistent): a candidate that reaches the right element
     #: with a thought naming another was lucky, and reinforcing it would teach the thought and the action apart.
     consistent: bool = True
+    #: Found by searching the screen's actions (training/explore.py), not sampled: it has no sampler log-probabilities,
+    #: so it is learnt by imitation when verified (self-imitation), never by the policy-gradient ratio.
+    explored: bool = False
+    action: str = ""  # the parsed action ("" when unreadable)
 
 
 def shaped(before: int | None, after: int | None, done: bool, passed: bool, readable: bool = True) -> float:
@@ -113,11 +117,15 @@ def step_groups(
     at: str = "all",
     policy_step: int = 0,
     with_greedy: bool = False,
+    explore: bool = False,
+    explore_keep: str = "best",
 ) -> tuple[list[Candidate], list[Trajectory], dict]:
     """Play every task greedily, branch G candidates at its states (`at`: "all", or "mistakes": the states where the
     greedy step did not earn +1), score them. `with_greedy`: the greedy step itself joins its state's group (it is
-    what evaluation would do there, so a wrong one is pushed down directly). Returns the candidates, the greedy
-    trajectories (the curriculum's view of the tasks) and statistics for the iteration's record."""
+    what evaluation would do there, so a wrong one is pushed down directly). `explore`: every action the screen
+    offers that no sample tried is scored there too, written in the prompt format's answer (training/explore.py;
+    `explore_keep`: see `searched`). Returns the candidates, the greedy trajectories (the curriculum's view of the tasks) and statistics for the
+    iteration's record."""
     if at not in ("all", "mistakes"):
         raise ValueError(f"branch at 'all' or 'mistakes', not {at!r}")
     trajs = run_episodes(model, tokenizer, tasks, attempts=1, policy_version=policy_version, temperature=0.0,
@@ -158,7 +166,7 @@ def step_groups(
         states += [(tr, t, e, b) for t, e, b, _ in keep]  # type: ignore[misc]
         greedy += [r for *_, r in keep]
     prompts = [tr.steps[t].prompt_ids for tr, t, _, _ in states for _ in range(group_size)]
-    outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen)
+    outs = sample(model, tokenizer, prompts, max_new_tokens, temperature, gen) if prompts else []
     cands: list[Candidate] = []
     for k, s in enumerate(outs):
         g = k // group_size
@@ -173,21 +181,83 @@ def step_groups(
         else:
             r = progress_reward(before, env, False, False)
         c = ok and consistent(parsed[0], parsed[1], prompt_cfg, obs, tr.task.instruction)  # type: ignore[index]
-        cands.append(Candidate(g, list(prompts[k]), s.token_ids, s.logprobs, r, bool(c)))
+        act = parsed[1] if ok else ""  # type: ignore[index]
+        cands.append(Candidate(g, list(prompts[k]), s.token_ids, s.logprobs, r, bool(c), action=act))
     if with_greedy:
         for g, ((tr, t, _, _), r) in enumerate(zip(states, greedy)):
             st = tr.steps[t]
             c = st.readable and consistent(st.thought, st.action, prompt_cfg, st.observation, tr.task.instruction)
-            cands.append(Candidate(g, list(st.prompt_ids), list(st.response_ids), list(st.logprobs), r, c))
-    rs = [c.reward for c in cands]
+            act = st.action if st.readable else ""
+            cands.append(Candidate(g, list(st.prompt_ids), list(st.response_ids), list(st.logprobs), r, c, action=act))
+    if explore:
+        cands += searched(model, tokenizer, states, cands, prompt_cfg, keep=explore_keep)
+    rs = [c.reward for c in cands if not c.explored]
     stats = {
         "states": len(states),
         "greedy_pass_rate": sum(tr.passed for tr in trajs) / max(1, len(trajs)),
         "step_reward_mean": sum(rs) / max(1, len(rs)),
         "forward_share": sum(r > 0 for r in rs) / max(1, len(rs)),
-        "gen_tokens": sum(len(c.response_ids) for c in cands) + sum(tr.n_agent_tokens for tr in trajs),
+        "gen_tokens": sum(len(c.response_ids) for c in cands if not c.explored)
+        + sum(tr.n_agent_tokens for tr in trajs),
+        "explored": sum(c.explored for c in cands),
+        "explored_found": len({c.state for c in cands if c.explored and verified(c)}),
+        "sampled_found": len({c.state for c in cands if not c.explored and verified(c)}),
     }
     return cands, trajs, stats
+
+
+def searched(model, tokenizer, states: Sequence[tuple[Trajectory, int, Environment, int]],  # noqa: ANN001
+             tried: Sequence[Candidate], prompt_cfg: PromptConfig, keep: str = "best") -> list[Candidate]:  # fmt: skip
+    """At each state, every action its screen offers (training/explore.py) that no candidate there tried yet, each
+    run in a copy of the state and scored by progress; the answer is the prompt format's for that action (the
+    thought naming what it reaches), tokenized as sampled answers are (EOS last). `keep`: "all" the verified ones,
+    or only the "best", the one the policy itself finds most likely where several make progress (measured: imitating
+    every alternative, a checkbox page's 4-8 of them, spread the policy over them and cost held-out points;
+    docs/training.md, "Practice")."""
+    from schemas.prompt import render_answer
+    from training.explore import screen_actions
+
+    if keep not in ("all", "best"):
+        raise ValueError(f"explore_keep is 'all' or 'best', not {keep!r}")
+    done_here: dict[int, set[str]] = {}
+    for c in tried:
+        done_here.setdefault(c.state, set()).add(c.action)
+    out: list[Candidate] = []
+    for g, (tr, t, env, before) in enumerate(states):
+        st = tr.steps[t]
+        here: list[Candidate] = []
+        for a in screen_actions(st.observation, tr.task.instruction):
+            if a in done_here.get(g, ()):
+                continue
+            e = _clone(env, tr.task, [x.action for x in tr.steps[:t]])
+            _, done, _ = e.step(a)
+            r = progress_reward(before, e, done, True)
+            text = render_answer("", a, prompt_cfg, st.observation, tr.task.instruction)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            here.append(Candidate(g, list(st.prompt_ids), ids, [], r, True, explored=True, action=a))
+        good = [c for c in here if verified(c)]
+        if keep == "best" and len(good) > 1:
+            best = good[max(range(len(good)), key=answer_logprobs(model, st.prompt_ids, good).__getitem__)]
+            here = [c for c in here if not verified(c) or c is best]
+        out += here
+    return out
+
+
+@torch.no_grad()
+def answer_logprobs(model, prompt_ids: Sequence[int], cands: Sequence[Candidate]) -> list[float]:  # noqa: ANN001
+    """log p(answer | prompt) under `model` for each candidate's answer after one shared prompt."""
+    from training.data import next_token_logprobs
+
+    rows = [list(prompt_ids) + list(c.response_ids) for c in cands]
+    T = max(map(len, rows))
+    ids = torch.zeros((len(rows), T), dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    lp = next_token_logprobs(model, ids, mask)
+    n = len(prompt_ids)
+    return [float(lp[i, n - 1 : len(r) - 1].sum()) for i, r in enumerate(rows)]
 
 
 def step_advantages(cands: Sequence[Candidate], eps: float = 1e-6) -> tuple[list[Candidate], list[float], float]:

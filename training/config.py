@@ -153,6 +153,13 @@ class RLConfig:
     max_states: int = 12  # step groups: at most this many states of one attempt are branched
     branch_at: str = "all"  # step groups: branch every state, or only "mistakes" (the greedy step did not earn +1)
     with_greedy: bool = False  # step groups: the greedy step joins its state's group (a wrong one is pushed down)
+    #: Step groups: also try every action the state's screen offers (training/explore.py) in a copy of the state;
+    #: the ones that make progress become corrections, learnt by self-imitation (`self_imitation` > 0): search at the
+    #: policy's own mistakes with the environment's reward (expert iteration). `group_size` may then be 0 (no samples).
+    explore: bool = False
+    #: Where several searched actions make progress at one state: keep the one the policy finds most likely ("best")
+    #: or "all" of them.
+    explore_keep: str = "best"
     #: Step groups' reward: "shaped" (clip(d(s) - d(s'), -1, 1): a no-op 0 beats a detour -1) or "progress" (1 when
     #: the action moved the task along and its thought says what it does, else 0): a group whose candidates all fail
     #: to make progress is then all-equal and dropped, instead of teaching the policy to prefer actions that change
@@ -211,6 +218,9 @@ class RLConfig:
     #: Self-imitation (step groups): this share of every rehearsal batch replays the verified good actions practice
     #: found at the policy's mistakes (training.practice.Corrections, the newest `corrections_max`).
     self_imitation: float = 0.0
+    #: Rehearsal steps (copying data and self-imitation, as above) after every iteration's update, beside the one
+    #: that rides on each policy minibatch: the imitation half of expert iteration when acting runs in-process.
+    rehearsal_steps: int = 0
     corrections_max: int = 4096
     max_lag: int = 2  # episodes written more than this many policy versions ago are dropped (replayed ones)
     time_budget_s: float | None = None  # stop starting iterations after this many seconds (None: all iterations)

@@ -342,10 +342,13 @@ def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
     trajs, st, age = got.trajectories, got.stats, it - got.version
     stale = age > cfg.max_lag
     cands = [] if stale else got.candidates
+    # what the screen search found is learnt by imitation (no sampler log-probabilities for a ratio); a correction
+    # stays right for its state however the policy moved, so a stale batch's are kept
+    good = [(c.prompt_ids, c.response_ids) for c in got.candidates if verified(c) and (c.explored or not stale)]
+    cands = [c for c in cands if not c.explored]
     if cfg.step_reward == "progress":  # moved the task along, saying so in its thought, or not
         cands = progress_only(cands)
     kept, adv, equal = step_advantages(cands, cfg.grpo_eps)
-    good = [(c.prompt_ids, c.response_ids) for c in cands if verified(c)]
     stats: dict = {
         "iter": it,
         "reward_mean": st["step_reward_mean"],
@@ -354,7 +357,9 @@ def _step_batch(policy: Policy, got: Batch, cfg: RLConfig, it: int,
         "episodes": len(trajs),
         "states": st["states"],
         "forward_share": st["forward_share"],
-        "consistent_share": _mean([float(c.consistent) for c in got.candidates]),
+        "consistent_share": _mean([float(c.consistent) for c in got.candidates if not c.explored]),
+        "explored_found": st.get("explored_found", 0),
+        "sampled_found": st.get("sampled_found", 0),
         "all_equal_share": equal,
         "gen_tokens_per_s": st["gen_tokens"] / max(got.seconds, 1e-9),
         "gen_s": got.seconds,
@@ -397,7 +402,7 @@ def acting(cfg: RLConfig, prompt_cfg: PromptConfig, max_new_tokens: int) -> tupl
     common = dict(temperature=cfg.temperature, max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg)
     if cfg.groups == "step":
         return "step", dict(common, group_size=cfg.group_size, max_states=cfg.max_states, at=cfg.branch_at,
-                            with_greedy=cfg.with_greedy)  # fmt: skip
+                            with_greedy=cfg.with_greedy, explore=cfg.explore, explore_keep=cfg.explore_keep)  # fmt: skip
     return "episode", dict(common, attempts=cfg.group_size, max_steps=cfg.max_steps)
 
 
@@ -428,6 +433,9 @@ def train_rl(
                          f"'action' (not {cfg.credit!r})")  # fmt: skip
     if cfg.step_reward not in ("shaped", "progress"):
         raise ValueError(f"RLConfig: step_reward is 'shaped' or 'progress', not {cfg.step_reward!r}")
+    if cfg.explore and (cfg.groups != "step" or cfg.self_imitation <= 0):
+        raise ValueError("exploring the screen's actions needs step groups and self_imitation > 0 (what it finds is "
+                         "learnt by imitation)")  # fmt: skip
     if cfg.groups == "step" and cfg.algo != "grpo":
         raise ValueError("step groups have group-relative advantages: use algo='grpo'")
     if cfg.groups == "step" and policy.kind == "vlm":
@@ -471,8 +479,17 @@ def train_rl(
 
     idle_nll: list[float] = []
 
+    def lr_now() -> float:
+        """The schedule over the job's length: its iterations' epochs, or, with a time budget, the share of it spent
+        (a job stopped by the clock would otherwise end at its peak rate, where copying ends at a tenth of it)."""
+        if cfg.time_budget_s:
+            return lr_at(int(1000 * (time.perf_counter() - t_start) / cfg.time_budget_s), 1000, cfg.optim)
+        return lr_at(max(0, update - 1), total_updates, cfg.optim)
+
     def step(loss: torch.Tensor) -> None:
-        """One clipped optimiser step on `loss` (a policy minibatch's, or a rehearsal step's)."""
+        """One clipped optimiser step on `loss` (a policy minibatch's, or a rehearsal step's) at the schedule's rate."""
+        for gr in opt.param_groups:
+            gr["lr"] = lr_now()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
@@ -513,6 +530,11 @@ def train_rl(
             if actor is not None:  # the served version that acted, and the learner's update it holds
                 stats.update(policy_version=actor.version, policy_step=got.version)
             samples += stats.pop("samples", 0)
+            if ptx is not None and cfg.rehearsal_steps:  # the imitation half: copying data and corrections
+                idle = len(idle_nll)
+                for _ in range(cfg.rehearsal_steps):
+                    rehearse()
+                stats["rehearsal_steps"] = len(idle_nll) - idle
             if not seqs:  # nothing to learn from this time (every group all-equal): the next tasks differ
                 stats["updates"] = 0
                 hist.append(stats)
@@ -536,8 +558,6 @@ def train_rl(
             policy.model.train()
             mbs: list[dict] = []
             for _ in range(cfg.ppo_epochs):
-                for gr in opt.param_groups:
-                    gr["lr"] = lr_at(update, total_updates, cfg.optim)
                 update += 1
                 if cfg.pack_prompts:
                     order = group_order(seqs, rng)
