@@ -175,7 +175,9 @@ def sweep(overrides: dict, budget: float, folder: str) -> None:
     info, rl_s, cfg = rl_arm(pol, budget, items, **overrides)
     after = evaluate(pol, ho, f.eval, f.prompt)
     p = paired_test(before.passed, after.passed)["p"]
-    console.print(f"practice sweep {overrides}: {len(info['iterations'])} iterations in {rl_s:.0f} s; held-out "
+    hist = info["iterations"]
+    steps = sum(h.get("updates", 0) + h.get("rehearsal_while_waiting", 0) + h.get("rehearsal_steps", 0) for h in hist)
+    console.print(f"practice sweep {overrides}: {len(hist)} iterations ({steps} optimiser steps) in {rl_s:.0f} s; held-out "
                   f"{_rate(before)} ({_levels(before)}) -> {_rate(after)} ({_levels(after)}), McNemar p={p:.2g}")  # fmt: skip
 
 

@@ -6,7 +6,10 @@
           x K attempts;
   dagger  the expert's label at every state of the cold policy's greedy attempts on M fresh tasks where its own
           step did not move the task along (DAgger at the policy's mistakes: what a perfect corrector would give
-          practice), mixed with the expert examples at `share` of each batch.
+          practice), mixed with the expert examples at `share` of each batch;
+  search  what practice's screen search finds (training/explore.py, `RLConfig.explore`) at the cold policy's greedy
+          attempts on M fresh tasks (`--at` all or mistakes, `--max-states` per attempt, `--keep` best or all), mixed
+          the same way (`--share 1`: the corrections alone): its corrections' worth per step, acting's cost aside.
 
 Each arm trains STEPS SFT steps (batch 16, the tuned SFT optimiser) from the cold start cached in FOLDER and prints
 the 280-task held-out rate with its 95% interval, per level, and the exact McNemar p against the cold start.
@@ -93,6 +96,25 @@ def _expert_at_mistakes(pol, f, m: int) -> list:
     return out
 
 
+def _searched(pol, f, m: int, at: str, max_states: int, keep: str) -> list:
+    """The verified corrections of `RLConfig.explore`'s search at the cold policy's states on m fresh tasks."""
+    from training.branch import step_groups, verified
+    from training.envs import training_tasks
+    from training.prompt import Encoded
+
+    out, states = [], 0
+    for k in range(0, m, 32):
+        cands, _, st = step_groups(pol.model, pol.tokenizer, list(training_tasks(min(32, m - k), 105_000 + k)),
+                                   group_size=0, temperature=1.0, max_new_tokens=f.max_new_tokens, prompt_cfg=f.prompt,
+                                   policy_version="cold", seed=k, max_states=max_states, at=at, explore=True,
+                                   explore_keep=keep)  # fmt: skip
+        states += st["states"]
+        out += [Encoded(c.prompt_ids + c.response_ids, [0] * len(c.prompt_ids) + [1] * len(c.response_ids))
+                for c in cands if verified(c)]  # fmt: skip
+    console.print(f"search: {m} tasks, {states} states, {len(out)} corrections ({keep}, at {at})")
+    return out
+
+
 def _mixed(extra: list, items: list, share: float, pad: int, seed: int = 7) -> Iterator:
     from training.data import collate
 
@@ -105,13 +127,16 @@ def _mixed(extra: list, items: list, share: float, pad: int, seed: int = 7) -> I
 
 @app.command()
 def main(
-    arm: str = typer.Argument(..., help="fixed | fresh | rft | dagger"),
+    arm: str = typer.Argument(..., help="fixed | fresh | rft | dagger | search"),
     steps: int = typer.Argument(..., help="SFT steps (batch 16)"),
     folder: str = typer.Argument(..., help="the cached cold start (made there on first use)"),
     n: int = typer.Option(3000, help="fresh: expert episodes"),
     m: int = typer.Option(600, help="rft, dagger: tasks the cold policy attempts"),
     k: int = typer.Option(8, help="rft: attempts per task"),
-    share: float = typer.Option(0.5, help="dagger: the labelled mistakes' share of each batch"),
+    share: float = typer.Option(0.5, help="dagger, search: the labelled states' share of each batch"),
+    at: str = typer.Option("all", help="search: branch all states or only the mistakes"),
+    max_states: int = typer.Option(4, help="search: states branched per attempt"),
+    keep: str = typer.Option("best", help="search: best (the policy's likeliest verified action) or all"),
 ) -> None:
     from core.stats import paired_test
     from flows.config import tuned_flywheel
@@ -120,16 +145,17 @@ def main(
     from training.evaluate import evaluate
     from training.loop import train_lm
 
-    if arm not in ("fixed", "fresh", "rft", "dagger"):
-        raise typer.BadParameter(f"arm is fixed, fresh, rft or dagger, not {arm!r}")
+    if arm not in ("fixed", "fresh", "rft", "dagger", "search"):
+        raise typer.BadParameter(f"arm is fixed, fresh, rft, dagger or search, not {arm!r}")
     f = tuned_flywheel()
     pol, items = cold_start(folder)
     ho = heldout_tasks(1 if quick() else None)  # BENCH_QUICK: one task per cell, a smoke run
     before = evaluate(pol, ho, f.eval, f.prompt)
     t0 = time.perf_counter()
     pad = pol.tokenizer.pad_token_id
-    if arm == "dagger":
-        data = itertools.islice(_mixed(_expert_at_mistakes(pol, f, m), items, share, pad), steps)  # train_lm takes all
+    if arm in ("dagger", "search"):
+        extra = _expert_at_mistakes(pol, f, m) if arm == "dagger" else _searched(pol, f, m, at, max_states, keep)
+        data = itertools.islice(_mixed(extra, [] if share >= 1 else items, share, pad), steps)  # train_lm takes all
     else:
         extra = {"fixed": lambda: items, "fresh": lambda: _fresh(pol, f, n),
                  "rft": lambda: items + _own_successes(pol, f, m, k)}[arm]()  # fmt: skip
