@@ -169,6 +169,37 @@ def test_small_blocks_give_the_same_episodes_as_one_block(tmp_path: Path) -> Non
     assert tables[0].num_rows == 40 and tables[0].equals(tables[1])
 
 
+def test_a_table_of_several_chunks_converts_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JSON reader gives one chunk per 16 MiB; convert() takes them one by one (no combining copy): the same
+    episodes, quarantine rows and step count as the combined table, bad rows in any chunk."""
+    import io
+
+    import numpy as np
+    import pyarrow.json as pj
+
+    import ingest.rollouts as ir
+    from ingest.rollouts import _PARSE, convert
+
+    lines = [attempt(i, n_steps=1 + i % 4) for i in range(5000)]
+    lines[1234]["reward"] = 7.0  # out of range, in the first chunk
+    lines[4321]["steps"][0]["action"] = "fly(to='moon')"  # unknown action kind, in the last chunk
+    raw = "".join(json.dumps(d) + "\n" for d in lines).encode()
+    t = pj.read_json(io.BytesIO(raw), parse_options=_PARSE, read_options=pj.ReadOptions(block_size=500_000))
+    assert t.column("steps").num_chunks >= 3
+    nums = np.arange(1, t.num_rows + 1)
+    calls = []
+    one = ir._convert_chunk
+    monkeypatch.setattr(ir, "_convert_chunk", lambda *a, **k: calls.append(1) or one(*a, **k))
+    a = convert(t, nums, landed_uri="x.jsonl")
+    assert len(calls) == t.column("steps").num_chunks  # chunk by chunk
+    b = convert(t.combine_chunks(), nums, landed_uri="x.jsonl")
+    assert a.episodes.num_rows == 4998 and a.n_steps == b.n_steps
+    assert a.episodes.drop_columns(["ingested_at"]).equals(b.episodes.drop_columns(["ingested_at"]))
+    assert len(set(a.episodes.column("ingested_at").to_pylist())) == 1  # one time for the block
+    assert [(q.error_type, q.error) for q in a.quarantined] == [(q.error_type, q.error) for q in b.quarantined]
+    assert [q.error_type for q in a.quarantined] == ["reward_out_of_range", "unknown_action_kind"]
+
+
 def test_parquet_streams_in_batches_and_quarantines_nan(lake, tmp_path: Path) -> None:
     good = [RolloutAttempt.from_dict(attempt(i)) for i in range(30)]
     p = tmp_path / "r.parquet"
