@@ -1,0 +1,162 @@
+"""Specialists and their merge (issue 25, UI-TARS-2 section 2.6), measured from one checkpoint in process.
+
+From the practice benchmark's cold start (cached in FOLDER), two specialists practise one world each with the
+project's RL (RLConfig's defaults: GRPO groups of 8, PPO-ptx rehearsal on the world's share of the cold start's
+expert examples), ITERS iterations each; joint RL runs 2 x ITERS iterations on both worlds with both shares (the same
+total compute, counted in iterations: the same number of acted episodes and of update steps). Then the merge
+theta(alpha) = alpha theta_first + (1 - alpha) theta_second for alpha in {0.25, 0.5, 0.75} (0 and 1 are the
+specialists), and every model on each world's held-out tasks (all of them), with 95% Wilson intervals and exact
+McNemar tests on the same tasks:
+
+- each specialist against the cold start on its own world (the acceptance: a clear gain, p < 0.01);
+- each merge's share of each specialist's gain on that specialist's world (the acceptance: >= 90%);
+- the chosen merge (best worst-world score) against joint RL on the worse of the two worlds.
+
+`python -m bench.merge_arms 20 /tmp/practice-cold` (docs/training.md, "Specialists and merging"). The worlds are the
+round config example's (examples/round-specialists.toml): forms (fill_form, checkboxes) and menus (menu_path,
+scroll_find, click_button). The world-subset rule (the same 490 expert episodes, split by family) means neither
+specialist sees data the joint run does not.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import typer
+
+from bench.bench_practice import _levels, _rate, cold_start
+from bench.common import console, quick
+
+WORLDS = {"forms": ("fill_form", "checkboxes"), "menus": ("menu_path", "scroll_find", "click_button")}
+GRID = (0.25, 0.5, 0.75)
+
+app = typer.Typer(add_completion=False)
+
+
+def world_items(pol, f, families: tuple[str, ...]) -> list:
+    """The world's share of the cold start's expert examples: the same 490 expert episodes, those of its families."""
+    from sandbox.demonstrators import Expert
+    from sandbox.heldout import training_tasks
+    from sandbox.rollout import run_attempt, to_episode
+    from training.data import encode_all, episode_examples
+
+    tasks = [t for t in training_tasks(60 if quick() else 490, seed=4242) if t.family in families]
+    rows = [to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in tasks]
+    return encode_all(pol.tokenizer, [x for r in rows for x in episode_examples(r, f.prompt)], f.prompt)
+
+
+def practise(
+    pol,
+    f,
+    families: tuple[str, ...],
+    items: list,
+    iterations: int,
+    label: str,
+    rehearsal_steps: int = 0,
+    pg_coef: float = 1.0,
+) -> float:
+    """RL (RLConfig's defaults, `rehearsal_steps` copying steps after each update) on the world's training tasks for
+    `iterations`; returns the seconds it took."""
+    from training.config import RLConfig
+    from training.envs import env_backend, known_good, training_tasks
+    from training.rewards import verifier_reward
+    from training.rl import train_rl
+
+    cfg = replace(RLConfig(), iterations=iterations, rehearsal_steps=rehearsal_steps, pg_coef=pg_coef)
+    good = known_good(env_backend("sandbox"), training_tasks(4, 100_000, families))
+
+    def on_iter(i: int, st: dict) -> None:
+        console.print(f"{label}: RL iter {i}: pass {st['pass_rate']:.2f} reward {st['reward_mean']:.2f} "
+                      f"all-equal {st.get('all_equal_share', 0):.2f} kl {st.get('kl') or 0:.4f}")  # fmt: skip
+
+    t0 = time.perf_counter()
+    train_rl(pol, lambda n, seed: training_tasks(n, 100_000 + seed, families), verifier_reward(), cfg, f.prompt,
+             f.max_new_tokens, on_iter=on_iter, known_good=good, rehearsal=items)  # fmt: skip
+    return time.perf_counter() - t0
+
+
+@app.command()
+def main(
+    iterations: int = typer.Argument(20),
+    folder: str = typer.Argument("/tmp/practice-cold"),
+    rehearsal_steps: int = typer.Option(0, help="copying steps after each RL update (RLConfig.rehearsal_steps)"),
+    pg_coef: float = typer.Option(1.0, help="RLConfig.pg_coef: 0 is the control (acting and rehearsal, no RL loss)"),
+    specialists_only: bool = typer.Option(False, help="train and evaluate the base and the specialists only"),
+) -> None:
+    import tempfile
+
+    from core.stats import paired_test
+    from flows.config import tuned_flywheel
+    from training.envs import heldout_tasks
+    from training.evaluate import evaluate
+    from training.merge import merge_policies
+    from training.model import Policy
+
+    f = tuned_flywheel()
+    base, _ = cold_start(folder)
+    names = list(WORLDS)
+    held = {w: heldout_tasks(1 if quick() else None, families=WORLDS[w]) for w in names}
+    items = {w: world_items(base, f, WORLDS[w]) for w in names}
+    console.print("worlds: " + "; ".join(f"{w} {WORLDS[w]}: {len(held[w])} held-out tasks, {len(items[w])} "
+                                         "expert examples" for w in names))  # fmt: skip
+    with tempfile.TemporaryDirectory() as d:
+        base.save(d)
+        models = {"base": base} | {w: Policy.load(d) for w in names}
+        if not specialists_only:
+            models["joint"] = Policy.load(d)
+    secs = {}
+    for w in names:
+        secs[w] = practise(models[w], f, WORLDS[w], items[w], iterations, w, rehearsal_steps, pg_coef)
+    if not specialists_only:
+        both = tuple(x for w in names for x in WORLDS[w])
+        joint_items = items[names[0]] + items[names[1]]
+        secs["joint"] = practise(
+            models["joint"], f, both, joint_items, 2 * iterations, "joint", rehearsal_steps, pg_coef
+        )
+        for a in GRID:
+            models[f"merge {a}"] = merge_policies({names[0]: models[names[0]], names[1]: models[names[1]]},
+                                                  {names[0]: a, names[1]: 1 - a})  # fmt: skip
+    res = {}
+    for m, pol in models.items():
+        res[m] = {w: evaluate(pol, held[w], f.eval, f.prompt) for w in names}
+        console.print(f"{m}: " + "; ".join(f"{w} {_rate(res[m][w])} ({_levels(res[m][w])})" for w in names))
+
+    def rate(m: str, w: str) -> float:
+        return res[m][w].overall.rate
+
+    console.rule("specialists and their merge")
+    console.print(f"RL seconds: {', '.join(f'{k} {v:.0f}' for k, v in secs.items())} ({iterations} iterations each "
+                  f"specialist, {2 * iterations} joint)")  # fmt: skip
+    console.print("| model | " + " | ".join(names) + " | worst | mean |")
+    console.print("| --- | " + " | ".join("---" for _ in names) + " | --- | --- |")
+    for m in models:
+        r = [rate(m, w) for w in names]
+        console.print(f"| {m} | " + " | ".join(_rate(res[m][w]) for w in names) +
+                      f" | {100 * min(r):.1f}% | {100 * sum(r) / len(r):.1f}% |")  # fmt: skip
+    for w in names:
+        t = paired_test(res["base"][w].passed, res[w][w].passed)
+        console.print(f"specialist {w} on its world: {100 * (rate(w, w) - rate('base', w)):+.1f} points over the base, "
+                      f"McNemar p={t['p']:.2g} ({t['b_only']:.0f} only the specialist passes, {t['a_only']:.0f} only "
+                      "the base)")  # fmt: skip
+    if specialists_only:
+        return
+    for a in GRID:
+        m = f"merge {a}"
+        parts = []
+        for w in names:
+            gain = rate(w, w) - rate("base", w)
+            kept = (rate(m, w) - rate("base", w)) / gain if gain > 0 else float("nan")
+            t = paired_test(res[w][w].passed, res[m][w].passed)
+            parts.append(f"{w} keeps {kept:.0%} of the specialist's gain (vs specialist p={t['p']:.2g})")
+        console.print(f"{m}: " + "; ".join(parts))
+    best = max((f"merge {a}" for a in GRID), key=lambda m: (min(rate(m, w) for w in names), -abs(float(m[6:]) - 0.5)))
+    worse = min(names, key=lambda w: rate(best, w))
+    t = paired_test(res["joint"][worse].passed, res[best][worse].passed)
+    console.print(f"kept by the worst world's score: {best}; on its worse world ({worse}) it scores "
+                  f"{100 * (rate(best, worse) - rate('joint', worse)):+.1f} points against joint RL, McNemar "
+                  f"p={t['p']:.2g} ({t['b_only']:.0f} only the merge passes, {t['a_only']:.0f} only joint)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    app()
