@@ -71,9 +71,10 @@ def cold_start(folder: str | None = None):
     return pol, items
 
 
-def rl_arm(policy, budget: float, items=None, **overrides):
+def rl_arm(policy, budget: float, items=None, families: tuple[str, ...] | None = None, **overrides):
     """Arm (c): RL from `policy` for at most `budget` seconds, RLConfig's practice settings with `overrides`;
-    `items` (the copying data) feed the rehearsal loss when its coefficient is above 0."""
+    `items` (the copying data) feed the rehearsal loss when its coefficient is above 0; `families`: practise only
+    those sandbox families' tasks (a specialist's world)."""
     from flows.config import tuned_flywheel
     from training.config import OptimConfig, RLConfig
     from training.envs import env_backend, known_good, training_tasks
@@ -85,7 +86,7 @@ def rl_arm(policy, budget: float, items=None, **overrides):
     cfg = replace(RLConfig(), **{"time_budget_s": budget, "iterations": 10_000, **overrides})
     if optim:
         cfg = replace(cfg, optim=OptimConfig(**{**cfg.optim.__dict__, **optim}))
-    good = known_good(env_backend("sandbox"), training_tasks(4, 100_000))
+    good = known_good(env_backend("sandbox"), training_tasks(4, 100_000, families))
 
     def on_iter(i: int, st: dict) -> None:
         console.print(f"practice: RL iter {i}: pass {st['pass_rate']:.2f} reward {st['reward_mean']:.2f} "
@@ -96,8 +97,12 @@ def rl_arm(policy, budget: float, items=None, **overrides):
                          f"{st.get('sampled_found', 0)} by sampling" if "states" in st else ""))  # fmt: skip
 
     t0 = time.perf_counter()
-    _, info = train_rl(policy, lambda n, seed: training_tasks(n, 100_000 + seed), verifier_reward(), cfg, f.prompt,
-                       f.max_new_tokens, on_iter=on_iter, known_good=good, rehearsal=items)  # fmt: skip
+
+    def tasks(n: int, seed: int) -> list:
+        return training_tasks(n, 100_000 + seed, families)
+
+    _, info = train_rl(policy, tasks, verifier_reward(), cfg, f.prompt, f.max_new_tokens, on_iter=on_iter,
+                       known_good=good, rehearsal=items)  # fmt: skip
     return info, time.perf_counter() - t0, cfg
 
 

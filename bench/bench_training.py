@@ -23,15 +23,16 @@ import torch.nn.functional as F
 from bench.common import Figure, quick
 
 
-def _expert_items(policy, n_tasks: int, prompt_cfg):
+def _expert_items(policy, n_tasks: int, prompt_cfg, families: tuple[str, ...] | None = None):
+    """The expert's examples on n_tasks training tasks (seed 4242); with `families`, only those tasks' (a share of
+    the same episodes, not new ones)."""
     from sandbox.demonstrators import Expert
     from sandbox.heldout import training_tasks
     from sandbox.rollout import run_attempt, to_episode
     from training.data import encode_all, episode_examples
 
-    rows = [
-        to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in training_tasks(n_tasks, seed=4242)
-    ]
+    tasks = [t for t in training_tasks(n_tasks, seed=4242) if families is None or t.family in families]
+    rows = [to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in tasks]
     return encode_all(policy.tokenizer, [x for r in rows for x in episode_examples(r, prompt_cfg)], prompt_cfg)
 
 

@@ -20,60 +20,16 @@ specialist sees data the joint run does not.
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
-
 import typer
 
-from bench.bench_practice import _levels, _rate, cold_start
+from bench.bench_practice import _levels, _rate, cold_start, rl_arm
+from bench.bench_training import _expert_items
 from bench.common import console, quick
 
 WORLDS = {"forms": ("fill_form", "checkboxes"), "menus": ("menu_path", "scroll_find", "click_button")}
 GRID = (0.25, 0.5, 0.75)
 
 app = typer.Typer(add_completion=False)
-
-
-def world_items(pol, f, families: tuple[str, ...]) -> list:
-    """The world's share of the cold start's expert examples: the same 490 expert episodes, those of its families."""
-    from sandbox.demonstrators import Expert
-    from sandbox.heldout import training_tasks
-    from sandbox.rollout import run_attempt, to_episode
-    from training.data import encode_all, episode_examples
-
-    tasks = [t for t in training_tasks(60 if quick() else 490, seed=4242) if t.family in families]
-    rows = [to_episode(run_attempt(t, Expert(0)), "rollout", "bench").to_row() for t in tasks]
-    return encode_all(pol.tokenizer, [x for r in rows for x in episode_examples(r, f.prompt)], f.prompt)
-
-
-def practise(
-    pol,
-    f,
-    families: tuple[str, ...],
-    items: list,
-    iterations: int,
-    label: str,
-    rehearsal_steps: int = 0,
-    pg_coef: float = 1.0,
-) -> float:
-    """RL (RLConfig's defaults, `rehearsal_steps` copying steps after each update) on the world's training tasks for
-    `iterations`; returns the seconds it took."""
-    from training.config import RLConfig
-    from training.envs import env_backend, known_good, training_tasks
-    from training.rewards import verifier_reward
-    from training.rl import train_rl
-
-    cfg = replace(RLConfig(), iterations=iterations, rehearsal_steps=rehearsal_steps, pg_coef=pg_coef)
-    good = known_good(env_backend("sandbox"), training_tasks(4, 100_000, families))
-
-    def on_iter(i: int, st: dict) -> None:
-        console.print(f"{label}: RL iter {i}: pass {st['pass_rate']:.2f} reward {st['reward_mean']:.2f} "
-                      f"all-equal {st.get('all_equal_share', 0):.2f} kl {st.get('kl') or 0:.4f}")  # fmt: skip
-
-    t0 = time.perf_counter()
-    train_rl(pol, lambda n, seed: training_tasks(n, 100_000 + seed, families), verifier_reward(), cfg, f.prompt,
-             f.max_new_tokens, on_iter=on_iter, known_good=good, rehearsal=items)  # fmt: skip
-    return time.perf_counter() - t0
 
 
 @app.command()
@@ -97,7 +53,7 @@ def main(
     base, _ = cold_start(folder)
     names = list(WORLDS)
     held = {w: heldout_tasks(1 if quick() else None, families=WORLDS[w]) for w in names}
-    items = {w: world_items(base, f, WORLDS[w]) for w in names}
+    items = {w: _expert_items(base, 60 if quick() else 490, f.prompt, WORLDS[w]) for w in names}
     console.print("worlds: " + "; ".join(f"{w} {WORLDS[w]}: {len(held[w])} held-out tasks, {len(items[w])} "
                                          "expert examples" for w in names))  # fmt: skip
     with tempfile.TemporaryDirectory() as d:
@@ -106,14 +62,16 @@ def main(
         if not specialists_only:
             models["joint"] = Policy.load(d)
     secs = {}
+
+    def practise(w: str, families: tuple[str, ...], examples: list, n: int) -> None:
+        """RL (RLConfig's practice defaults) on the world's tasks for n iterations, no time budget."""
+        secs[w] = rl_arm(models[w], 0.0, examples, families, iterations=n, time_budget_s=None,
+                         rehearsal_steps=rehearsal_steps, pg_coef=pg_coef)[1]  # fmt: skip
+
     for w in names:
-        secs[w] = practise(models[w], f, WORLDS[w], items[w], iterations, w, rehearsal_steps, pg_coef)
+        practise(w, WORLDS[w], items[w], iterations)
     if not specialists_only:
-        both = tuple(x for w in names for x in WORLDS[w])
-        joint_items = items[names[0]] + items[names[1]]
-        secs["joint"] = practise(
-            models["joint"], f, both, joint_items, 2 * iterations, "joint", rehearsal_steps, pg_coef
-        )
+        practise("joint", tuple(x for w in names for x in WORLDS[w]), items[names[0]] + items[names[1]], 2 * iterations)
         for a in GRID:
             models[f"merge {a}"] = merge_policies({names[0]: models[names[0]], names[1]: models[names[1]]},
                                                   {names[0]: a, names[1]: 1 - a})  # fmt: skip

@@ -289,6 +289,11 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def _file_names(dt: Any) -> list[str]:
+    """The data files of `dt`'s snapshot, by name, in log order: from the Delta log, no Parquet footer read."""
+    return list(dict.fromkeys(_name(p) for p in dt.file_uris()))
+
+
 def _load(lake: Any, rel: str, decode: Callable[[bytes | None], Any]) -> Any:
     ck = f"{lake.uri}|{rel}"
     v = _cached(ck)
@@ -361,12 +366,13 @@ def runs(lake: Any, table: str, index: FileIndex, dt: Any) -> list[np.ndarray]:
     # The snapshot's file names come from the log (dt.file_uris): building its Arrow dataset costs a pass over every
     # file's statistics (about 2 ms a file), which every append paid, so a table's appends grew quadratic in its
     # files (36 appends of an ingest: 1.2 of 3 s). The dataset is built only to read a file whose sidecar is missing.
-    names = list(dict.fromkeys(_name(p) for p in dt.file_uris()))
+    names = _file_names(dt)
+    live = set(names)
     dataset: Any = None
     covered: set[str] = set()
     segs = []
     for _, files, words in _segments(lake, table, index):
-        if files <= set(names) and not files & covered:
+        if files <= live and not files & covered:
             segs.append((files, words))
             covered |= files
     singles = []
@@ -472,7 +478,7 @@ def verify(lake: Any, table: str, index: FileIndex, dt: Any) -> list[str]:
 def stale_sidecars(lake: Any, table: str, dt: Any) -> list[str]:
     """Sidecars and segments (object keys) of every index of `table` that cover a data file no longer in `dt`'s
     snapshot, and every one of a retired index format."""
-    live = {_name(p) for p in dt.file_uris()}
+    live = set(_file_names(dt))
     out = []
     for rel in lake.objects.list(f"{INDEX_ROOT}/{table}/"):
         if rel.split("/")[2].startswith(_RETIRED_PREFIXES):
