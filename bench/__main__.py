@@ -22,6 +22,7 @@ from typing import Any
 
 import bench
 from bench.common import console, figure_line, load, print_figures, quick
+from core.process import leave
 
 RESULTS = Path(__file__).with_name("results.json")
 SUMMARY = Path(__file__).with_name("summary.txt")
@@ -109,4 +110,4 @@ def compare(old: str | None, new: str | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]))

@@ -6,10 +6,12 @@ import importlib
 import importlib.util
 import os
 import sys
+from typing import NoReturn
 
 import typer
 
 from core.console import console, fail
+from core.process import exit_code, leave
 
 app = typer.Typer(
     name="flywheel",
@@ -63,13 +65,27 @@ def _click_exceptions() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
-def main() -> None:
-    """Entry point: run the app; known errors become one line on stderr (exit 1), tracebacks only with --debug."""
+def main() -> NoReturn:
+    """Entry point: run the command, then leave without finalising the interpreter (core.process.leave says why)."""
+    leave(run())
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the app and return the exit status; known errors become one line on stderr (status 1), tracebacks only
+    with --debug."""
+    try:
+        _run(argv)
+    except SystemExit as e:
+        return exit_code(e)
+    return 0
+
+
+def _run(argv: list[str] | None) -> None:
     from storage.errors import LakeError
 
-    debug = "--debug" in sys.argv or os.environ.get("FLYWHEEL_DEBUG") == "1"
+    debug = "--debug" in (sys.argv if argv is None else argv) or os.environ.get("FLYWHEEL_DEBUG") == "1"
     try:
-        rc = app(standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
         if isinstance(rc, int) and rc:  # `raise typer.Exit(1)` in a command: click returns the code here
             sys.exit(rc)
     except SystemExit:
