@@ -29,14 +29,13 @@ def test_help_has_an_example(cmd: list[str]) -> None:
 
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    from flywheel.cli import main
+    from flywheel.cli import run
 
     monkeypatch.setattr(sys, "argv", ["flywheel", *args])
     monkeypatch.setenv("COLUMNS", "300")
-    with pytest.raises(SystemExit) as e:
-        main()
+    code = run(args)
     out = capsys.readouterr()
-    return int(e.value.code or 0), out.err + out.out
+    return code, out.err + out.out
 
 
 BAD = [
@@ -79,14 +78,12 @@ def test_bad_arguments_give_one_error_line(args, needle, lake, tmp_path, capsys,
 SESSION = textwrap.dedent(
     """
     import sys
-    from flywheel.cli import main
+    from flywheel.cli import run as cli_run
     out = sys.argv[1]
     def run(*args):
         sys.argv = ["flywheel", *args]
-        try:
-            main()
-        except SystemExit as e:
-            assert not e.code, (args, e.code)
+        code = cli_run(list(args))
+        assert not code, (args, code)
     lake = ["--lake", out + "/lake"]
     run("init", *lake)
     run("upload", out + "/in/b1.zip", out + "/in/b2", "--landing", out + "/landing", "--ingest", *lake)

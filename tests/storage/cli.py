@@ -37,13 +37,13 @@ def flywheel(*args: str, env: dict[str, str] | None = None, input: str | None = 
 
 
 def main_inprocess(*args: str, env: dict[str, str] | None = None) -> Run:
-    """The real entry point `flywheel.cli.main` with its one-line error handling, run in this process (no
+    """The real entry point's `flywheel.cli.run` with its one-line error handling, run in this process (no
     interpreter start-up: about 0.1 s instead of 1-3 s). Environment and settings are restored afterwards."""
     import contextlib
     import io
 
     from core.settings import reset_settings_cache
-    from flywheel.cli import main
+    from flywheel.cli import run
 
     saved_env, saved_argv = dict(os.environ), sys.argv
     out, err = io.StringIO(), io.StringIO()
@@ -51,12 +51,9 @@ def main_inprocess(*args: str, env: dict[str, str] | None = None) -> Run:
     sys.argv = ["flywheel", *args]
     reset_settings_cache()
     t = time.monotonic()
-    code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            code = run(list(args))
     finally:
         sys.argv = saved_argv
         os.environ.clear()
