@@ -10,7 +10,7 @@
    steps), held-out pass rate of each.
 
 BENCH_QUICK=1 shrinks both (a smoke run: the ablation's numbers then mean little). BENCH_TRAINING_ABLATION=0 skips 3
-(make bench does: bench_practice asks the same question with equal wall time per arm, and 3 took 6 of make bench's
+(make bench does: bench_practice asks the same question with equal wall time per arm, and 3 took 4 of make bench's
 36 minutes).
 """
 
