@@ -88,8 +88,6 @@ def _run(argv: list[str] | None) -> None:
         rc = app(args=argv, standalone_mode=False)
         if isinstance(rc, int) and rc:  # `raise typer.Exit(1)` in a command: click returns the code here
             sys.exit(rc)
-    except SystemExit:
-        raise
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (typer.Abort, KeyboardInterrupt):

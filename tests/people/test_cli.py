@@ -31,7 +31,6 @@ def test_help_has_an_example(cmd: list[str]) -> None:
 def _main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
     from flywheel.cli import run
 
-    monkeypatch.setattr(sys, "argv", ["flywheel", *args])
     monkeypatch.setenv("COLUMNS", "300")
     code = run(args)
     out = capsys.readouterr()
@@ -81,7 +80,6 @@ SESSION = textwrap.dedent(
     from flywheel.cli import run as cli_run
     out = sys.argv[1]
     def run(*args):
-        sys.argv = ["flywheel", *args]
         code = cli_run(list(args))
         assert not code, (args, code)
     lake = ["--lake", out + "/lake"]

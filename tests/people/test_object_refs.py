@@ -146,11 +146,8 @@ def test_an_old_lake_with_absolute_uris_migrates_to_keys_once_and_exports(lake, 
 
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    import sys
-
     from flywheel.cli import run
 
-    monkeypatch.setattr(sys, "argv", ["flywheel", *args])
     monkeypatch.setenv("COLUMNS", "300")
     code = run(args)
     out = capsys.readouterr()

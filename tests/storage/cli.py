@@ -45,17 +45,15 @@ def main_inprocess(*args: str, env: dict[str, str] | None = None) -> Run:
     from core.settings import reset_settings_cache
     from flywheel.cli import run
 
-    saved_env, saved_argv = dict(os.environ), sys.argv
+    saved_env = dict(os.environ)
     out, err = io.StringIO(), io.StringIO()
     os.environ.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
-    sys.argv = ["flywheel", *args]
     reset_settings_cache()
     t = time.monotonic()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = run(list(args))
     finally:
-        sys.argv = saved_argv
         os.environ.clear()
         os.environ.update(saved_env)
         reset_settings_cache()
