@@ -1,13 +1,17 @@
 """Does practice pay? From one checkpoint, three arms on the same 280 held-out tasks (every family and level):
 
   (a) no more training;
-  (b) SFT continued on the copying data for the wall time RL takes;
-  (c) RL (training/rl.py with the tuned flywheel's practice settings), at most BENCH_PRACTICE_S seconds (480).
+  (b) SFT continued on the copying data for the wall time practice takes;
+  (c) practice: fresh tasks solved by search with the verifier's outcome in a worker process, the learner imitating
+      what was found beside a share of the copying data (training/search_practice.py), BENCH_PRACTICE_S seconds
+      (480 unless set).
 
 The checkpoint is the cold start's (round 0's equivalent: the shipped base after SFT on 490 expert episodes), so (c)
-is also "practice alone": RL from the round-0 checkpoint with no new human data. The figures are the rates with
-95% intervals, per level, and exact McNemar tests of (c) against (a) and (b) on the same tasks; the gain target is
-the report's +8.7 points. BENCH_QUICK=1 shrinks everything to a smoke run whose numbers mean nothing.
+is also "practice alone": practice from the round-0 checkpoint with no new human data. The figures are the rates
+with 95% intervals, per level, and exact McNemar tests of (c) against (a) and (b) on the same tasks; the gain target
+is the report's +8.7 points. Policy-gradient RL (training/rl.py) is measured by `sweep` (below): in 20-odd settings
+it never beat copying here (docs/training.md, "Practice"). BENCH_QUICK=1 shrinks everything to a smoke run whose
+numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -106,6 +110,31 @@ def rl_arm(policy, budget: float, items=None, families: tuple[str, ...] | None =
     return info, time.perf_counter() - t0, cfg
 
 
+def search_arm(policy, budget: float, items=None, families: tuple[str, ...] | None = None, **overrides):
+    """Arm (c): practice by search and imitation from `policy` for `budget` seconds (SearchPracticeConfig's defaults
+    with `overrides`); `items`: the copying data rehearsed beside what the search finds."""
+    from flows.config import tuned_flywheel
+    from training.config import SearchPracticeConfig
+    from training.envs import training_tasks
+    from training.search_practice import train_by_search
+
+    f = tuned_flywheel()
+    cfg = replace(SearchPracticeConfig(), time_budget_s=budget, **overrides)
+
+    def on_iter(i: int, st: dict) -> None:
+        console.print(f"practice: search batch {i}: solved {st['solved']}/{st['tasks']} {st['solved_by_level']} "
+                      f"in {st['search_s']:.1f} s, {st['examples']} examples ({st['found_total']} in all), "
+                      f"{st['steps']} steps ({st['replayed_steps']} replayed), loss {st['loss'] or 0:.3f}, "
+                      f"skipped levels {st['skipped_levels']}")  # fmt: skip
+
+    def tasks(n: int, seed: int) -> list:
+        return training_tasks(n, 100_000 + seed, families)
+
+    t0 = time.perf_counter()
+    info = train_by_search(policy, tasks, cfg, f.prompt, rehearsal=items, on_iter=on_iter)
+    return info, time.perf_counter() - t0, cfg
+
+
 def run() -> list[Figure]:
     from core.stats import paired_test
     from flows.config import tuned_flywheel
@@ -125,11 +154,11 @@ def run() -> list[Figure]:
     ra = evaluate(pol, ho, f.eval, f.prompt)
     console.print(f"practice: (a) no more training {_rate(ra)}")
 
-    # (c) RL for at most B seconds
-    info, rl_s, rl_cfg = rl_arm(rl_pol, B, items)
+    # (c) practice for B seconds: search in a worker, imitation in the learner
+    info, rl_s, _ = search_arm(rl_pol, B, items)
     rc = evaluate(rl_pol, ho, f.eval, f.prompt)
-    hist = info["iterations"]
-    console.print(f"practice: (c) RL {len(hist)} iterations in {rl_s:.0f} s: {_rate(rc)}")
+    console.print(f"practice: (c) search + imitation {info['steps']} steps on {info['examples']} found examples "
+                  f"({info['solved']} of {info['tasks']} tasks solved) in {rl_s:.0f} s: {_rate(rc)}")  # fmt: skip
 
     # (b) SFT continued on the copying data for the same wall time: the schedule's length from this machine's SFT
     # step time (flows.budget.calibrate; a fixed guess once ended the arm after 139 of RL's 243 s when steps got
@@ -149,18 +178,20 @@ def run() -> list[Figure]:
     vs_a, vs_b = paired_test(ra.passed, rc.passed), paired_test(rb.passed, rc.passed)
     gain_a = 100 * (rc.overall.rate - ra.overall.rate)
     gain_b = 100 * (rc.overall.rate - rb.overall.rate)
-    gen = [h["gen_tokens_per_s"] for h in hist]
     arms = (f"(a) none {_rate(ra)} ({_levels(ra)}); (b) SFT {len(losses)} steps {sft_s:.0f} s {_rate(rb)} "
-            f"({_levels(rb)}); (c) RL {len(hist)} iterations {rl_s:.0f} s {_rate(rc)} ({_levels(rc)}); n={ra.overall.n}")  # fmt: skip
+            f"({_levels(rb)}); (c) practice {info['steps']} steps {rl_s:.0f} s {_rate(rc)} ({_levels(rc)}); "
+            f"n={ra.overall.n}")  # fmt: skip
     return [
-        Figure("RL gain over no more training (points)", gain_a, GAIN_TARGET, "points", target=1.0,
-               note=f"McNemar exact p={vs_a['p']:.2g} (RL only {vs_a['b_only']:.0f}, none only {vs_a['a_only']:.0f}); {arms}"),
-        Figure("RL gain over SFT for the same wall time (points)", gain_b, GAIN_TARGET, "points", target=1.0,
-               note=f"McNemar exact p={vs_b['p']:.2g} (RL only {vs_b['b_only']:.0f}, SFT only {vs_b['a_only']:.0f}); budget {B:.0f} s"),
+        Figure("practice gain over no more training (points)", gain_a, GAIN_TARGET, "points", target=1.0,
+               note=f"McNemar exact p={vs_a['p']:.2g} (practice only {vs_a['b_only']:.0f}, none only {vs_a['a_only']:.0f}); {arms}"),
+        Figure("practice gain over SFT for the same wall time (points)", gain_b, GAIN_TARGET, "points", target=1.0,
+               note=f"McNemar exact p={vs_b['p']:.2g} (practice only {vs_b['b_only']:.0f}, SFT only {vs_b['a_only']:.0f}); budget {B:.0f} s"),
         Figure("practice alone from the cold start: held-out rate after / before", rc.overall.rate,
                max(ra.overall.rate, 1e-9), "rate", target=2.0, note=arms),
-        Figure("RL generation speed", sum(gen) / max(1, len(gen)), 1.0, "tok/s",
-               note=f"{sum(h['episodes'] for h in hist)} episodes in {len(hist)} iterations, group {rl_cfg.group_size}"),
+        Figure("practice: tasks solved by search per second", info["solved"] / max(rl_s, 1e-9), 1.0, "tasks/s",
+               note=f"{info['solved']} of {info['tasks']} fresh tasks solved {info['solved_by_level']} of "
+                    f"{info['tried_by_level']} tried by level; {info['examples']} examples; {info['steps']} steps "
+                    f"({info['replayed_steps']} replayed)"),
     ]  # fmt: skip
 
 

@@ -142,11 +142,13 @@ def refit(
     later = rounds_left / REF_ROUNDS
     sft_min = REF_LATER_SFT_MINUTES * later * sft_ratio
     other_min = (REF_LATER_MINUTES - REF_LATER_SFT_MINUTES) * later * other_ratio
-    if cfg.rl_effect:  # the reference run had no second evaluation (of the RL stage's base) in its RL rounds
-        from training.pipeline import train_steps
+    from training.pipeline import train_steps
 
-        rl_rounds = sum(any(s.stage == "rl" for s in train_steps(r, cfg.flywheel)) for r in range(1, rounds_left + 1))
+    rl_rounds = sum(any(s.stage == "rl" for s in train_steps(r, cfg.flywheel)) for r in range(1, rounds_left + 1))
+    if cfg.rl_effect:  # the reference run had no second evaluation (of the RL stage's base) in its RL rounds
         other_min += rl_rounds * sec.get("evaluate", 0.0) / 60
+    if cfg.rl_mode == "search":  # the reference's RL stage was one PPO iteration (~15 s); search runs on the clock
+        other_min += rl_rounds * cfg.flywheel.search.time_budget_s / 60
     estimate = elapsed_min + sft_min + other_min
     left = budget_min * MARGIN - elapsed_min
     scale = (

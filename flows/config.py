@@ -24,7 +24,7 @@ from training.pipeline import FlywheelConfig
 PEOPLE = ("humans", "scripted")
 #: How a round's RL ends: one RL job on all of the round's tasks, or specialists (one RL job per world from the
 #: same SFT checkpoint) merged by parameter interpolation (flows/specialists.py).
-RL_MODES = ("joint", "specialists")
+RL_MODES = ("joint", "specialists", "search")
 
 
 def tuned_flywheel() -> FlywheelConfig:
@@ -114,7 +114,9 @@ class RoundConfig:
     rl_sync_every: int = 1
     flywheel: FlywheelConfig = field(default_factory=tuned_flywheel)
     #: "joint": the round's RL stage is one RL job on all its tasks; "specialists": one RL job per `specialists`
-    #: entry from the SFT checkpoint, then their merge (`merge`), which is the RL stage's checkpoint.
+    #: entry from the SFT checkpoint, then their merge (`merge`), which is the RL stage's checkpoint; "search":
+    #: practice by search and imitation (training/search_practice.py, `flywheel.search`) on an environment that can
+    #: copy a state (the sandbox).
     rl_mode: str = "joint"
     #: The evaluate stage also evaluates the RL stage's base (the round's SFT checkpoint) on the same held-out tasks,
     #: so every round shows RL's own share of its gain (held-out before and after RL, paired McNemar test). Costs one
@@ -130,6 +132,11 @@ class RoundConfig:
             raise ValueError(f"rl_mode must be one of {', '.join(RL_MODES)}, not {self.rl_mode!r}")
         if self.rl_mode == "specialists":
             check_specialists(self)
+        if self.rl_mode == "search" and (self.env != "sandbox" or self.flywheel.backend != "builtin"):
+            raise ValueError(
+                "rl_mode 'search' needs the sandbox (an environment that can copy a state) and the builtin "
+                "training backend"
+            )
         if self.rl_through_server and not self.policy_url:
             raise ValueError("rl_through_server needs policy_url: the server RL's rollouts go through")
         if self.rl_sync_every < 1:
@@ -198,6 +205,7 @@ def quick(cfg: RoundConfig) -> RoundConfig:
             sft=replace(f.sft, steps=4, epochs=None, batch_size=8),
             ct=replace(f.ct, steps=2, batch_size=4), rl=replace(f.rl, tasks_per_iter=4, group_size=2, value_pretrain_steps=2),
             sampling=replace(f.sampling, tasks=7, attempts=2, max_new_tokens=40), eval=replace(f.eval, max_new_tokens=40),
+            search=replace(f.search, max_steps=6, tasks_per_batch=8, max_nodes=300, batch_size=8),
             max_new_tokens=40,
         ),
     )  # fmt: skip

@@ -375,6 +375,18 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
         from flows.specialists import run_specialists
 
         return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
+    if stage == "rl" and ctx.cfg.rl_mode == "search":  # practice by search and imitation (training/search_practice.py)
+        from training.search_practice import search_job
+
+        res, _ = search_job(ctx.lake, ctx.round, base, lambda n, s: ctx.backend.training_tasks(n, 100_000 + s), f.search,
+                            f.prompt, lambda i, st: ctx.tick(stage, i=i, solved=st["solved"], steps=st["steps"]),
+                            ctx.backend.name, ctx.cfg.env_tasks)  # fmt: skip
+        row = res.to_row()
+        update_round(ctx.lake, ctx.round, breakdown={"rl": {"mode": "search", "base": base,
+                                                            "checkpoint": res.output_checkpoint, "run_id": row["run_id"]}})  # fmt: skip
+        return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "examples": res.samples,
+                "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],
+                "wall_s": _r2(res.wall_s)}  # fmt: skip
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
     good = rollouts = None
     if stage == "rl":

@@ -239,6 +239,29 @@ class RLConfig:
 
 
 @dataclass(frozen=True)
+class SearchPracticeConfig:
+    """Practice by search and imitation (training/search_practice.py): fresh tasks are solved by breadth-first search
+    with the verifier's outcome (training/search.py) in worker processes, and the learner imitates what was found,
+    each example about `passes` times, beside a `rehearsal_share` of the copying data in every batch."""
+
+    time_budget_s: float = 300.0
+    max_steps: int | None = None  # stop after this many optimiser steps as well (None: the clock alone)
+    tasks_per_batch: int = 64  # tasks per search job
+    max_nodes: int = 2000  # actions tried per task before the search gives up on it
+    #: A level (TaskInfo.level) whose tasks the search solved less often than this after `probe` tries is no longer
+    #: searched: its node budget is spent on levels where the search finds something.
+    min_solve_rate: float = 0.3
+    probe: int = 24
+    passes: float = 2.0  # how often each found example is trained on, on average
+    rehearsal_share: float = 0.125  # of every batch: the copying data (none given: 0)
+    batch_size: int = 16
+    workers: int = 1  # search processes beside the learner (0: search in-process between training steps)
+    learner_threads: int | None = 1  # torch threads of the learner while workers search (None: torch's default)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto"))
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class SamplingConfig:
     """Rejection sampling: K attempts per task with the newest checkpoint, at temperature 1.0."""
 

@@ -20,6 +20,7 @@ from training.config import (
     ModelConfig,
     RLConfig,
     SamplingConfig,
+    SearchPracticeConfig,
     SFTConfig,
     WarmupConfig,
     to_dict,
@@ -44,6 +45,7 @@ class FlywheelConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     cold_sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=300))
     rl: RLConfig = field(default_factory=RLConfig)
+    search: SearchPracticeConfig = field(default_factory=SearchPracticeConfig)  # RoundConfig.rl_mode "search"
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     ct_every: int = 2

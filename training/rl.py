@@ -591,7 +591,13 @@ def train_rl(
                     "wall_s": time.perf_counter() - t_start}  # fmt: skip
 
 
-def _rehearsal_items(lake, policy: Policy, cfg: RLConfig, prompt_cfg: PromptConfig, round: int):  # noqa: ANN001, ANN202
+def rehearsal_items(
+    lake,  # noqa: ANN001
+    policy: Policy,
+    cfg: RLConfig,
+    prompt_cfg: PromptConfig,
+    round: int,
+) -> tuple[list | None, int | None]:
     """The SFT pile's examples (newest version, episodes per task capped at 8) for the rehearsal loss, and that
     version; (None, None) when the loss is off or the pile is empty."""
     if cfg.rehearsal_coef <= 0:
@@ -628,7 +634,7 @@ def rl_job(
     every policy version it served is recorded in the run's metrics."""
     t0 = time.perf_counter()
     b = resolve_base(lake, base)
-    rehearsal, pile_version = _rehearsal_items(lake, b.policy, cfg, prompt_cfg, round)
+    rehearsal, pile_version = rehearsal_items(lake, b.policy, cfg, prompt_cfg, round)
     actor = ServedActor(lake, rollouts, round) if rollouts is not None else None
     screens: set[tuple[int, int]] = set()
 

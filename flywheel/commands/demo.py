@@ -127,6 +127,16 @@ def demo(
             help="Tasks annotated interactively per round on the newest model's proposals (default: the demo's size; 0: off).",
         ),
     ] = None,
+    rl: Annotated[
+        str,
+        typer.Option(
+            "--rl",
+            help="The RL stage: joint (policy-gradient RL, one PPO iteration) or search (practice by search and imitation, --rl-seconds a round; sandbox only).",
+        ),
+    ] = "joint",
+    rl_seconds: Annotated[
+        float, typer.Option("--rl-seconds", min=1, help="Wall time of the search RL stage per round.")
+    ] = 90.0,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
     data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then rounds
@@ -151,6 +161,13 @@ def demo(
     cfg = round_config(
         env, _tasks_arg(tasks), quick_sizes=quick, people="scripted", annotate=annotate, precision=precision
     )
+    if rl not in ("joint", "search"):
+        raise ValueError(f"--rl is joint or search, not {rl!r}")
+    if rl == "search":  # RoundConfig refuses a world that cannot copy a state
+        from dataclasses import replace
+
+        search = replace(cfg.flywheel.search, time_budget_s=rl_seconds)
+        cfg = replace(cfg, rl_mode="search", flywheel=replace(cfg.flywheel, search=search))
     cold = ColdStart.quick() if quick else ColdStart()
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():

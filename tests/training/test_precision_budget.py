@@ -111,6 +111,15 @@ def test_measuring_rl_s_share_budgets_one_more_evaluation_in_every_rl_round() ->
     assert with_.estimate_min - without.estimate_min == pytest.approx(REF_ROUNDS * eval_min)  # RL runs in rounds 1-3
 
 
+def test_practice_by_search_budgets_its_clock_in_every_rl_round() -> None:
+    cfg = replace(round_config(people="scripted"), rl_effect=False)
+    search = replace(cfg, rl_mode="search", flywheel=replace(cfg.flywheel, search=replace(cfg.flywheel.search,
+                                                                                          time_budget_s=90)))  # fmt: skip
+    _, joint = refit(cfg, 60, _elapsed(1.0), _round0(1.0), REF_ROUNDS)
+    _, by_search = refit(search, 60, _elapsed(1.0), _round0(1.0), REF_ROUNDS)
+    assert by_search.estimate_min - joint.estimate_min == pytest.approx(REF_ROUNDS * 1.5)  # 90 s in rounds 1-3
+
+
 def test_a_slower_machine_gets_fewer_later_sft_passes_that_fit_what_is_left() -> None:
     cfg = round_config(people="scripted")
     got, f = refit(cfg, 20, _elapsed(1.05), _round0(1.05, sft_slower=1.1), REF_ROUNDS)

@@ -1,0 +1,95 @@
+"""Search with the verifier's outcome (training/search.py) and practice by search and imitation
+(training/search_practice.py): the search finds shortest verified solutions without any demonstrator, gives up
+within its node budget, and the practice job teaches a button the policy never samples."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.training.test_explore import ThreeButtons, _go_rate, three_button_tasks
+from tests.training.test_practice import _biased_policy
+from training.config import OptimConfig, SearchPracticeConfig
+from training.search import SearchJob, search_batch, solution_row, solve
+
+
+def _sandbox_tasks(n: int, levels: tuple[int, ...]):
+    from training.envs import training_tasks
+
+    return training_tasks(n, 4242, levels=levels)
+
+
+def test_search_solves_sandbox_tasks_as_short_as_the_expert_without_asking_the_expert(monkeypatch) -> None:
+    from sandbox.demonstrators import Expert
+
+    tasks = _sandbox_tasks(14, (1, 2))
+    plans = {t.task_id: t.make_env() for t in tasks}
+    lengths = {}
+    for t, env in plans.items():
+        env.reset()
+        lengths[t] = env.steps_to_go()  # the expert's shortest plan, measured before the expert is disabled
+
+    def no_expert(*a, **k):
+        raise AssertionError("the search consulted the demonstrator")
+
+    monkeypatch.setattr(Expert, "move", no_expert)
+    for t in tasks:
+        r = solve(t, max_nodes=2000)
+        assert r.solution is not None, t.task_id
+        assert len(r.solution.actions) <= lengths[t.task_id], (t.task_id, r.solution.actions)
+        env = t.make_env()  # the solution replays to a pass in a fresh environment
+        obs = env.reset()
+        for o, a in zip(r.solution.observations, r.solution.actions):
+            assert o == obs
+            obs, done, _ = env.step(a)
+        assert done and env.verify()[0]
+        row = solution_row(t, r.solution)
+        assert [s["action"] for s in row["steps"]] == list(r.solution.actions) and row["instruction"] == t.instruction
+
+
+def test_search_gives_up_within_its_node_budget_and_refuses_an_environment_it_cannot_copy() -> None:
+    task = next(t for t in _sandbox_tasks(40, (4,)))
+    r = solve(task, max_nodes=3)
+    assert r.solution is None and r.nodes == 3
+
+    class NoCopy(ThreeButtons):
+        clone = None  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match="cannot copy a state"):
+        solve(replace(three_button_tasks(1, 0)[0], make_env=NoCopy))
+
+
+def test_a_search_job_over_the_backend_s_own_tasks_matches_the_in_process_search() -> None:
+    from sandbox.heldout import training_tasks as gen
+    from training.envs import task_info
+
+    payloads = gen(6, 9, levels=(1, 2))
+    got = search_batch(SearchJob("sandbox", None, payloads, 500))
+    want = [solve(task_info(p), 500) for p in payloads]
+    assert got.results == want and got.seconds > 0
+
+
+def test_practice_by_search_teaches_a_button_the_policy_never_samples(tiny_policy) -> None:
+    from training.search_practice import train_by_search
+
+    pol = _biased_policy(tiny_policy, share_yes=0.0)  # clicks (200,100), "Wait" on this screen, never "Go"
+    assert _go_rate(pol) == 0.0
+    cfg = SearchPracticeConfig(time_budget_s=600, max_steps=40, tasks_per_batch=4, workers=0, passes=4.0,
+                               batch_size=8, optim=OptimConfig(lr=3e-3, warmup_steps=0))  # fmt: skip
+    seen = []
+    info = train_by_search(pol, three_button_tasks, cfg, on_iter=lambda i, st: seen.append(st))
+    assert info["steps"] == 40 and info["solved"] == info["tasks"] > 0 and info["examples"] == info["solved"]
+    assert seen and all(st["solved"] == st["tasks"] for st in seen)
+    assert _go_rate(pol) >= 0.8
+
+
+def test_practice_by_search_in_a_worker_process_trains_on_what_the_worker_found(tiny_policy) -> None:
+    from training.search_practice import train_by_search
+
+    before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
+    cfg = SearchPracticeConfig(time_budget_s=600, max_steps=30, tasks_per_batch=8, workers=1, batch_size=4,
+                               max_nodes=400)  # fmt: skip
+    info = train_by_search(tiny_policy, lambda n, s: _sandbox_tasks(n, (1, 2))[:n], cfg, rehearsal=None)
+    assert info["steps"] == 30 and info["examples"] > 0 and info["solved"] > 0
+    assert any(not (v == before[k]).all() for k, v in tiny_policy.model.state_dict().items())

@@ -1,0 +1,186 @@
+"""Practice by search and imitation: the environment finds new examples, the learner copies them.
+
+Policy-gradient practice here never beat copying for the same time (docs/training.md, "Practice": 20-odd settings):
+its errors are grounding, and what it lacks is unique examples, which a 1-in-8 lucky sample supplies slowly. Fresh
+expert episodes bought +15 points where the same 490 again bought +7. So practice makes fresh examples itself: a
+worker solves fresh tasks by search with the verifier's outcome only (training/search.py), and the learner trains
+on what was found, newest first, each example about `passes` times, with a share of the copying data in every batch
+so the copying skills the search's data lacks stay (PPO-ptx's rehearsal). Expert iteration (Anthony et al. 2017)
+without a demonstrator. While a search batch is out the learner keeps training (found examples again, at random),
+so neither core idles; the learning rate follows the clock, as SFT's follows its steps.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import torch
+
+from schemas.prompt import PromptConfig
+from training.config import SearchPracticeConfig
+from training.rollout import TaskInfo
+from training.search import SearchBatch, SearchJob, search_batch, search_infos, solution_row
+
+
+def train_by_search(
+    policy,  # noqa: ANN001 - training.model.Policy
+    tasks_fn: Callable[[int, int], Sequence[TaskInfo]],
+    cfg: SearchPracticeConfig,
+    prompt_cfg: PromptConfig = PromptConfig(),
+    rehearsal: Sequence[Any] | None = None,
+    env: str = "sandbox",
+    env_tasks: Sequence[str] | None = None,
+    on_iter: Callable[[int, dict[str, Any]], None] | None = None,
+    executor: Executor | None = None,
+) -> dict[str, Any]:
+    """Search fresh tasks and imitate the solutions for `cfg.time_budget_s` seconds; returns the job's record (one
+    entry per search batch in "iterations"). `tasks_fn(n, seed)`: n fresh training tasks; `rehearsal`: the copying
+    data's encoded examples; `executor`: where the search runs (None: `cfg.workers` local processes, or in-process)."""
+    from training.data import collate, encode_all, episode_examples, masked_nll
+    from training.loop import lr_at, make_optimizer
+    from training.precision import choose
+    from training.workers import local_executor
+
+    t_start = time.perf_counter()
+    deadline = t_start + cfg.time_budget_s
+    rng = random.Random(cfg.seed)
+    tok, model = policy.tokenizer, policy.model
+    pad = tok.pad_token_id
+    own = executor is None and cfg.workers > 0
+    pool = local_executor(cfg.workers, 1) if own else executor
+    threads = torch.get_num_threads()
+    if pool is not None and cfg.learner_threads:
+        torch.set_num_threads(cfg.learner_threads)
+    tried: Counter = Counter()
+    solved: Counter = Counter()
+    draws = 0
+
+    def skipped(level: Any) -> bool:
+        return tried[level] >= cfg.probe and solved[level] < cfg.min_solve_rate * tried[level]
+
+    def draw() -> list[TaskInfo]:
+        """The next batch's tasks: fresh ones, minus those of levels the search has given up on."""
+        nonlocal draws
+        out: list[TaskInfo] = []
+        for _ in range(50):
+            draws += 1
+            out += [t for t in tasks_fn(cfg.tasks_per_batch, cfg.seed + 7919 * draws) if not skipped(t.level)]
+            if len(out) >= cfg.tasks_per_batch:
+                break
+        return out[: cfg.tasks_per_batch]
+
+    def submit() -> tuple[list[TaskInfo], Future | None]:
+        infos = draw()
+        if pool is None:
+            return infos, None
+        job = SearchJob(env, tuple(env_tasks) if env_tasks else None, [t.payload for t in infos], cfg.max_nodes)
+        return infos, pool.submit(search_batch, job)
+
+    bf16 = choose(cfg.optim.bf16, model).bf16
+    opt = make_optimizer(model.parameters(), cfg.optim)
+    k_rehearse = round(cfg.rehearsal_share * cfg.batch_size) if rehearsal else 0
+    k_fresh = cfg.batch_size - k_rehearse
+    unseen: deque = deque()  # found examples not yet trained on, oldest first
+    found: list[Any] = []
+    hist: list[dict[str, Any]] = []
+    losses: list[float] = []
+    all_losses: list[float] = []
+    steps = replayed = 0
+    due = 0.0  # in-process: steps left before the next search (each new example `passes` times)
+    pending = submit()
+    try:
+        while time.perf_counter() < deadline and (cfg.max_steps is None or steps < cfg.max_steps):
+            infos, fut = pending
+            ready = fut.done() if fut is not None else due <= 0
+            if ready or not found:
+                if fut is not None:
+                    got: SearchBatch = fut.result()
+                else:
+                    got = search_infos(infos, cfg.max_nodes)
+                pending = submit() if time.perf_counter() < deadline else ([], None)
+                rows, by_level = [], Counter()
+                for info, r in zip(infos, got.results):
+                    tried[info.level] += 1
+                    if r.solution is not None:
+                        solved[info.level] += 1
+                        by_level[info.level] += 1
+                        rows.append(solution_row(info, r.solution))
+                new = encode_all(tok, [x for row in rows for x in episode_examples(row, prompt_cfg)], prompt_cfg)
+                unseen.extend(new)
+                found += new
+                due += cfg.passes * len(new) / max(1, k_fresh)
+                st = {"tasks": len(infos), "solved": len(rows), "solved_by_level": dict(sorted(by_level.items())),
+                      "nodes_mean": sum(r.nodes for r in got.results) / max(1, len(got.results)),
+                      "search_s": got.seconds, "examples": len(new), "found_total": len(found), "steps": steps,
+                      "replayed_steps": replayed, "loss": sum(losses) / len(losses) if losses else None,
+                      "skipped_levels": sorted(lv for lv in tried if skipped(lv)),
+                      "elapsed_s": time.perf_counter() - t_start}  # fmt: skip
+                losses = []
+                hist.append(st)
+                if on_iter:
+                    on_iter(len(hist) - 1, st)
+                if not found:
+                    continue
+            fresh = [unseen.popleft() for _ in range(min(k_fresh, len(unseen)))]
+            if len(fresh) < k_fresh:  # all found examples seen once: again, at random, while the search runs
+                replayed += 1
+                fresh += [found[rng.randrange(len(found))] for _ in range(k_fresh - len(fresh))]
+            if rehearsal:
+                fresh += [rehearsal[rng.randrange(len(rehearsal))] for _ in range(k_rehearse)]
+            for g in opt.param_groups:
+                g["lr"] = lr_at(int(1000 * (time.perf_counter() - t_start) / cfg.time_budget_s), 1000, cfg.optim)
+            model.train()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = masked_nll(model, collate(fresh, pad))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+            opt.step()
+            losses.append(float(loss.detach()))
+            all_losses.append(losses[-1])
+            steps += 1
+            due -= 1
+    finally:
+        model.eval()
+        if own and pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        torch.set_num_threads(threads)
+    return {"iterations": hist, "losses": all_losses, "steps": steps, "replayed_steps": replayed, "examples": len(found),
+            "tasks": sum(tried.values()), "solved": sum(solved.values()), "solved_by_level": dict(sorted(solved.items())),
+            "tried_by_level": dict(sorted(tried.items())), "seconds": time.perf_counter() - t_start}  # fmt: skip
+
+
+def search_job(
+    lake,  # noqa: ANN001
+    round: int,
+    base: str | Any,
+    tasks_fn: Callable[[int, int], Sequence[TaskInfo]],
+    cfg: SearchPracticeConfig,
+    prompt_cfg: PromptConfig = PromptConfig(),
+    on_iter: Callable[[int, dict[str, Any]], None] | None = None,
+    env: str = "sandbox",
+    env_tasks: Sequence[str] | None = None,
+) -> tuple[Any, Any]:
+    """The round's RL stage as practice by search (`RoundConfig.rl_mode = "search"`), with the SFT pile's examples
+    as its rehearsal, published and recorded in training_runs like every job (stage "rl")."""
+    from training.config import RLConfig, to_dict
+    from training.jobs import finish, resolve_base
+    from training.rl import rehearsal_items
+    from training.runs import JobResult
+
+    t0 = time.perf_counter()
+    b = resolve_base(lake, base)
+    if b.policy.kind == "vlm":
+        raise ValueError("practice by search trains text policies only (a VLM's examples need screenshots)")
+    rehearsal, pile_version = rehearsal_items(lake, b.policy, RLConfig(seed=cfg.seed), prompt_cfg, round)
+    info = train_by_search(b.policy, tasks_fn, cfg, prompt_cfg, rehearsal, env, env_tasks, on_iter)
+    metrics = {k: info[k] for k in ("iterations", "replayed_steps", "examples", "tasks", "solved", "solved_by_level",
+                                    "tried_by_level", "seconds")} | {"rehearsal_examples": len(rehearsal or [])}  # fmt: skip
+    res = JobResult("rl", round, b.uri, samples=info["examples"], losses=info["losses"], pile_version=pile_version,
+                    metrics=metrics, config={"search": to_dict(cfg), "prompt": to_dict(prompt_cfg)})  # fmt: skip
+    return finish(lake, res, b.policy, t0), b.policy
