@@ -12,7 +12,8 @@ McNemar tests on the same tasks:
 - each merge's share of each specialist's gain on that specialist's world (the acceptance: >= 90%);
 - the chosen merge (best worst-world score) against joint RL on the worse of the two worlds.
 
-`python -m bench.merge_arms 20 /tmp/practice-cold` (docs/training.md, "Specialists and merging"). The worlds are the
+`python -m bench.merge_arms 20 /tmp/practice-cold` (docs/training.md, "Specialists and merging"); `--search S`: each
+specialist practises by search and imitation for S seconds instead (training/search_practice.py), joint for 2 S. The worlds are the
 round config example's (examples/round-specialists.toml): forms (fill_form, checkboxes) and menus (menu_path,
 scroll_find, click_button). The world-subset rule (the same 490 expert episodes, split by family) means neither
 specialist sees data the joint run does not.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import typer
 
-from bench.bench_practice import _levels, _rate, cold_start, rl_arm
+from bench.bench_practice import _levels, _rate, cold_start, rl_arm, search_arm
 from bench.bench_training import _expert_items
 from bench.common import console, quick
 
@@ -39,6 +40,11 @@ def main(
     rehearsal_steps: int = typer.Option(0, help="copying steps after each RL update (RLConfig.rehearsal_steps)"),
     pg_coef: float = typer.Option(1.0, help="RLConfig.pg_coef: 0 is the control (acting and rehearsal, no RL loss)"),
     specialists_only: bool = typer.Option(False, help="train and evaluate the base and the specialists only"),
+    search: float = typer.Option(
+        0.0,
+        help="practise by search and imitation for this many seconds a specialist "
+        "(joint: twice that) instead of ITERATIONS of policy-gradient RL",
+    ),
 ) -> None:
     import tempfile
 
@@ -64,7 +70,11 @@ def main(
     secs = {}
 
     def practise(w: str, families: tuple[str, ...], examples: list, n: int) -> None:
-        """RL (RLConfig's practice defaults) on the world's tasks for n iterations, no time budget."""
+        """RL (RLConfig's practice defaults) on the world's tasks for n iterations, no time budget; with --search,
+        practice by search and imitation for n / iterations x `search` seconds."""
+        if search:
+            secs[w] = search_arm(models[w], search * n / iterations, examples, families)[1]
+            return
         secs[w] = rl_arm(models[w], 0.0, examples, families, iterations=n, time_budget_s=None,
                          rehearsal_steps=rehearsal_steps, pg_coef=pg_coef)[1]  # fmt: skip
 
