@@ -245,7 +245,9 @@ class SearchPracticeConfig:
     each example about `passes` times, beside a `rehearsal_share` of the copying data in every batch."""
 
     time_budget_s: float = 300.0
-    max_steps: int | None = None  # stop after this many optimiser steps as well (None: the clock alone)
+    #: Stop after this many optimiser steps on found examples as well (None: the clock alone); the copying steps
+    #: taken while the first search is out are not counted.
+    max_steps: int | None = None
     tasks_per_batch: int = 64  # tasks per search job
     max_nodes: int = 2000  # actions tried per task before the search gives up on it
     #: A level (TaskInfo.level) whose tasks the search solved less often than this after `probe` tries is no longer

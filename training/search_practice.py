@@ -7,7 +7,8 @@ worker solves fresh tasks by search with the verifier's outcome only (training/s
 on what was found, newest first, each example about `passes` times, with a share of the copying data in every batch
 so the copying skills the search's data lacks stay (PPO-ptx's rehearsal). Expert iteration (Anthony et al. 2017)
 without a demonstrator. While a search batch is out the learner keeps training (found examples again, at random),
-so neither core idles; the learning rate follows the clock, as SFT's follows its steps.
+and while the first batch is out it takes copying steps, so neither core idles; the learning rate follows the
+clock, as SFT's follows its steps.
 """
 
 from __future__ import annotations
@@ -90,14 +91,14 @@ def train_by_search(
     hist: list[dict[str, Any]] = []
     losses: list[float] = []
     all_losses: list[float] = []
-    steps = replayed = 0
+    steps = replayed = waiting = 0
     due = 0.0  # in-process: steps left before the next search (each new example `passes` times)
     pending = submit()
     try:
-        while time.perf_counter() < deadline and (cfg.max_steps is None or steps < cfg.max_steps):
+        while time.perf_counter() < deadline and (cfg.max_steps is None or steps - waiting < cfg.max_steps):
             infos, fut = pending
             ready = fut.done() if fut is not None else due <= 0
-            if ready or not found:
+            if ready or (not found and not (rehearsal and fut is not None)):
                 if fut is not None:
                     got: SearchBatch = fut.result()
                 else:
@@ -117,7 +118,7 @@ def train_by_search(
                 st = {"tasks": len(infos), "solved": len(rows), "solved_by_level": dict(sorted(by_level.items())),
                       "nodes_mean": sum(r.nodes for r in got.results) / max(1, len(got.results)),
                       "search_s": got.seconds, "examples": len(new), "found_total": len(found), "steps": steps,
-                      "replayed_steps": replayed, "loss": sum(losses) / len(losses) if losses else None,
+                      "replayed_steps": replayed, "waiting_steps": waiting, "loss": sum(losses) / len(losses) if losses else None,
                       "skipped_levels": sorted(lv for lv in tried if skipped(lv)),
                       "elapsed_s": time.perf_counter() - t_start}  # fmt: skip
                 losses = []
@@ -126,12 +127,16 @@ def train_by_search(
                     on_iter(len(hist) - 1, st)
                 if not found:
                     continue
-            fresh = [unseen.popleft() for _ in range(min(k_fresh, len(unseen)))]
-            if len(fresh) < k_fresh:  # all found examples seen once: again, at random, while the search runs
-                replayed += 1
-                fresh += [found[rng.randrange(len(found))] for _ in range(k_fresh - len(fresh))]
-            if rehearsal:
-                fresh += [rehearsal[rng.randrange(len(rehearsal))] for _ in range(k_rehearse)]
+            if not found:  # the first search is still out: copying steps meanwhile, so the core does not idle
+                waiting += 1
+                fresh = [rehearsal[rng.randrange(len(rehearsal))] for _ in range(cfg.batch_size)]  # type: ignore[index]
+            else:
+                fresh = [unseen.popleft() for _ in range(min(k_fresh, len(unseen)))]
+                if len(fresh) < k_fresh:  # all found examples seen once: again, at random, while the search runs
+                    replayed += 1
+                    fresh += [found[rng.randrange(len(found))] for _ in range(k_fresh - len(fresh))]
+                if rehearsal:
+                    fresh += [rehearsal[rng.randrange(len(rehearsal))] for _ in range(k_rehearse)]
             for g in opt.param_groups:
                 g["lr"] = lr_at(int(1000 * (time.perf_counter() - t_start) / cfg.time_budget_s), 1000, cfg.optim)
             model.train()
@@ -150,7 +155,7 @@ def train_by_search(
         if own and pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(threads)
-    return {"iterations": hist, "losses": all_losses, "steps": steps, "replayed_steps": replayed, "examples": len(found),
+    return {"iterations": hist, "losses": all_losses, "steps": steps, "replayed_steps": replayed, "waiting_steps": waiting, "examples": len(found),
             "tasks": sum(tried.values()), "solved": sum(solved.values()), "solved_by_level": dict(sorted(solved.items())),
             "tried_by_level": dict(sorted(tried.items())), "seconds": time.perf_counter() - t_start}  # fmt: skip
 
@@ -179,7 +184,7 @@ def search_job(
         raise ValueError("practice by search trains text policies only (a VLM's examples need screenshots)")
     rehearsal, pile_version = rehearsal_items(lake, b.policy, RLConfig(seed=cfg.seed), prompt_cfg, round)
     info = train_by_search(b.policy, tasks_fn, cfg, prompt_cfg, rehearsal, env, env_tasks, on_iter)
-    metrics = {k: info[k] for k in ("iterations", "replayed_steps", "examples", "tasks", "solved", "solved_by_level",
+    metrics = {k: info[k] for k in ("iterations", "replayed_steps", "waiting_steps", "examples", "tasks", "solved", "solved_by_level",
                                     "tried_by_level", "seconds")} | {"rehearsal_examples": len(rehearsal or [])}  # fmt: skip
     res = JobResult("rl", round, b.uri, samples=info["examples"], losses=info["losses"], pile_version=pile_version,
                     metrics=metrics, config={"search": to_dict(cfg), "prompt": to_dict(prompt_cfg)})  # fmt: skip
