@@ -65,12 +65,15 @@ def train_by_search(
         return tried[level] >= cfg.probe and solved[level] < cfg.min_solve_rate * tried[level]
 
     def draw() -> list[TaskInfo]:
-        """The next batch's tasks: fresh ones, minus those of levels the search has given up on."""
+        """The next batch's tasks: fresh ones, minus those of levels the search has given up on (all of them, when
+        it has given up on every level the tasks come from: it keeps trying rather than spin on empty batches)."""
         nonlocal draws
         out: list[TaskInfo] = []
         for _ in range(50):
             draws += 1
-            out += [t for t in tasks_fn(cfg.tasks_per_batch, cfg.seed + 7919 * draws) if not skipped(t.level)]
+            got = tasks_fn(cfg.tasks_per_batch, cfg.seed + 7919 * draws)
+            kept = [t for t in got if not skipped(t.level)]
+            out += kept if kept or out else got
             if len(out) >= cfg.tasks_per_batch:
                 break
         return out[: cfg.tasks_per_batch]

@@ -93,3 +93,45 @@ def test_practice_by_search_in_a_worker_process_trains_on_what_the_worker_found(
     info = train_by_search(tiny_policy, lambda n, s: _sandbox_tasks(n, (1, 2))[:n], cfg, rehearsal=None)
     assert info["steps"] == 30 and info["examples"] > 0 and info["solved"] > 0
     assert any(not (v == before[k]).all() for k, v in tiny_policy.model.state_dict().items())
+
+
+def test_practice_by_search_keeps_searching_when_it_has_given_up_on_every_level(tiny_policy) -> None:
+    """A world the search never wins: every level is dropped after its probe, and the job still searches full
+    batches (no empty ones, no spinning on nothing)."""
+    from training.search_practice import train_by_search
+
+    class NoWin(ThreeButtons):
+        def verify(self) -> tuple[bool, str]:
+            return False, "never"
+
+        def clone(self) -> NoWin:
+            c = NoWin()
+            c.clicked = self.clicked
+            return c
+
+    def tasks(n: int, seed: int):
+        return [replace(t, make_env=NoWin) for t in three_button_tasks(n, seed)]
+
+    items = _rehearsal(tiny_policy)
+    seen = []
+    cfg = SearchPracticeConfig(time_budget_s=600, max_steps=None, tasks_per_batch=4, workers=0, probe=4,
+                               batch_size=4, optim=OptimConfig(lr=1e-3, warmup_steps=0))  # fmt: skip
+
+    def on_iter(i: int, st: dict) -> None:
+        seen.append(st)
+        if len(seen) >= 5:
+            raise StopIteration  # enough batches seen
+
+    with pytest.raises(StopIteration):
+        train_by_search(tiny_policy, tasks, cfg, rehearsal=items, on_iter=on_iter)
+    assert [st["tasks"] for st in seen] == [4] * 5 and all(st["solved"] == 0 for st in seen)
+    assert seen[-1]["skipped_levels"] == [1]
+
+
+def _rehearsal(policy) -> list:
+    from training.data import encode_all, episode_examples
+
+    env = ThreeButtons()
+    row = {"instruction": "Click the right button", "steps": [{"observation": env.reset(), "thought": "",
+                                                               "action": ThreeButtons.GO}]}  # fmt: skip
+    return encode_all(policy.tokenizer, episode_examples(row))
