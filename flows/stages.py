@@ -375,21 +375,9 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
         from flows.specialists import run_specialists
 
         return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
-    if stage == "rl" and ctx.cfg.rl_mode == "search":  # practice by search and imitation (training/search_practice.py)
-        from training.search_practice import search_job
-
-        res, _ = search_job(ctx.lake, ctx.round, base, lambda n, s: ctx.backend.training_tasks(n, 100_000 + s), f.search,
-                            f.prompt, lambda i, st: ctx.tick(stage, i=i, solved=st["solved"], steps=st["steps"]),
-                            ctx.backend.name, ctx.cfg.env_tasks)  # fmt: skip
-        row = res.to_row()
-        update_round(ctx.lake, ctx.round, breakdown={"rl": {"mode": "search", "base": base,
-                                                            "checkpoint": res.output_checkpoint, "run_id": row["run_id"]}})  # fmt: skip
-        return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "examples": res.samples,
-                "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],
-                "wall_s": _r2(res.wall_s)}  # fmt: skip
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
     good = rollouts = None
-    if stage == "rl":
+    if stage == "rl" and ctx.cfg.rl_mode == "joint":
         from training.envs import known_good
 
         good = known_good(ctx.backend, ctx.backend.training_tasks(4, 100_000 + ctx.round))
@@ -397,12 +385,19 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
             from training.rollout_server import RolloutServer
 
             rollouts = RolloutServer(ctx.cfg.policy_url, ctx.cfg.rl_sync_every)
-    res, _ = run_training(ctx.lake, ctx.round, stage, base, f, lambda i, loss: ctx.tick(stage, i=i, loss=loss),
-                          sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks, known_good=good, rollouts=rollouts)  # fmt: skip
+    if stage == "rl" and ctx.cfg.rl_mode == "search":  # practice by search and imitation (training/search_practice.py)
+        from training.search_practice import search_job
+
+        res, _ = search_job(ctx.lake, ctx.round, base, lambda n, s: ctx.backend.training_tasks(n, 100_000 + s), f.search,
+                            f.prompt, lambda i, st: ctx.tick(stage, i=i, solved=st["solved"], steps=st["steps"]),
+                            ctx.backend.name, ctx.cfg.env_tasks)  # fmt: skip
+    else:
+        res, _ = run_training(ctx.lake, ctx.round, stage, base, f, lambda i, loss: ctx.tick(stage, i=i, loss=loss),
+                              sft_cfg=sft_cfg, rl_tasks=ctx.backend.training_tasks, known_good=good, rollouts=rollouts)  # fmt: skip
     row = res.to_row()
     if stage == "rl":
-        update_round(ctx.lake, ctx.round, breakdown={"rl": {"mode": "joint", "base": base, "checkpoint": res.output_checkpoint,
-                                                            "run_id": row["run_id"]}})  # fmt: skip
+        update_round(ctx.lake, ctx.round, breakdown={"rl": {"mode": ctx.cfg.rl_mode, "base": base,
+                                                            "checkpoint": res.output_checkpoint, "run_id": row["run_id"]}})  # fmt: skip
     return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "tokens": res.tokens,
             "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],
             "wall_s": _r2(res.wall_s)}  # fmt: skip

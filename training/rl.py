@@ -594,14 +594,11 @@ def train_rl(
 def rehearsal_items(
     lake,  # noqa: ANN001
     policy: Policy,
-    cfg: RLConfig,
     prompt_cfg: PromptConfig,
-    round: int,
+    seed: int,
 ) -> tuple[list | None, int | None]:
-    """The SFT pile's examples (newest version, episodes per task capped at 8) for the rehearsal loss, and that
-    version; (None, None) when the loss is off or the pile is empty."""
-    if cfg.rehearsal_coef <= 0:
-        return None, None
+    """The SFT pile's examples (newest version, episodes per task capped at 8, drawn with `seed`) for a rehearsal
+    loss, and that version; (None, None) when the pile is empty."""
     from storage import LakeError
     from training.data import encode_all, pile_examples, read_pile
 
@@ -610,9 +607,9 @@ def rehearsal_items(
     except LakeError:  # no SFT pile in this lake yet
         return None, None
     if policy.kind == "vlm":  # the pile's steps over their screenshots (training/vision.py)
-        items, _ = vision_items(lake, policy, pile.rows, prompt_cfg, 8, cfg.seed + round)
+        items, _ = vision_items(lake, policy, pile.rows, prompt_cfg, 8, seed)
         return (items, pile.version) if items else (None, None)
-    examples = pile_examples(pile.rows, prompt_cfg, 8, cfg.seed + round) if pile.rows.num_rows else []
+    examples = pile_examples(pile.rows, prompt_cfg, 8, seed) if pile.rows.num_rows else []
     return (encode_all(policy.tokenizer, examples, prompt_cfg), pile.version) if examples else (None, None)
 
 
@@ -634,7 +631,9 @@ def rl_job(
     every policy version it served is recorded in the run's metrics."""
     t0 = time.perf_counter()
     b = resolve_base(lake, base)
-    rehearsal, pile_version = rehearsal_items(lake, b.policy, cfg, prompt_cfg, round)
+    rehearsal, pile_version = (
+        rehearsal_items(lake, b.policy, prompt_cfg, cfg.seed + round) if cfg.rehearsal_coef > 0 else (None, None)
+    )
     actor = ServedActor(lake, rollouts, round) if rollouts is not None else None
     screens: set[tuple[int, int]] = set()
 

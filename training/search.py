@@ -96,9 +96,7 @@ def search_batch(job: SearchJob) -> SearchBatch:
     """Run in a worker (or in-process): solve each of the job's tasks."""
     from training.workers import task_infos
 
-    t0 = time.perf_counter()
-    infos = task_infos(job.env, job.env_tasks, job.payloads)
-    return SearchBatch([solve(i, job.max_nodes) for i in infos], time.perf_counter() - t0)
+    return search_infos(task_infos(job.env, job.env_tasks, job.payloads), job.max_nodes)
 
 
 def search_infos(infos: Sequence[TaskInfo], max_nodes: int) -> SearchBatch:

@@ -176,7 +176,7 @@ def search_job(
 ) -> tuple[Any, Any]:
     """The round's RL stage as practice by search (`RoundConfig.rl_mode = "search"`), with the SFT pile's examples
     as its rehearsal, published and recorded in training_runs like every job (stage "rl")."""
-    from training.config import RLConfig, to_dict
+    from training.config import to_dict
     from training.jobs import finish, resolve_base
     from training.rl import rehearsal_items
     from training.runs import JobResult
@@ -185,7 +185,7 @@ def search_job(
     b = resolve_base(lake, base)
     if b.policy.kind == "vlm":
         raise ValueError("practice by search trains text policies only (a VLM's examples need screenshots)")
-    rehearsal, pile_version = rehearsal_items(lake, b.policy, RLConfig(seed=cfg.seed), prompt_cfg, round)
+    rehearsal, pile_version = rehearsal_items(lake, b.policy, prompt_cfg, cfg.seed + round)
     info = train_by_search(b.policy, tasks_fn, cfg, prompt_cfg, rehearsal, env, env_tasks, on_iter)
     metrics = {k: info[k] for k in ("iterations", "replayed_steps", "waiting_steps", "examples", "tasks", "solved", "solved_by_level",
                                     "tried_by_level", "seconds")} | {"rehearsal_examples": len(rehearsal or [])}  # fmt: skip
