@@ -248,12 +248,15 @@ class SearchPracticeConfig:
     #: Stop after this many optimiser steps on found examples as well (None: the clock alone); the copying steps
     #: taken while the first search is out are not counted.
     max_steps: int | None = None
-    tasks_per_batch: int = 64  # tasks per search job
-    max_nodes: int = 2000  # actions tried per task before the search gives up on it
-    #: A level (TaskInfo.level) whose tasks the search solved less often than this after `probe` tries is no longer
-    #: searched: its node budget is spent on levels where the search finds something.
+    tasks_per_batch: int = 32  # tasks per search job
+    #: Actions tried per task before the search gives up on it: 5,000 solves the sandbox's level-4 answer tasks
+    #: (about 4,900 nodes); the cells no budget up to 15,000 solved are dropped after their probe (below).
+    max_nodes: int = 5000
+    #: A cell (family and level) whose tasks the search solved less often than this after `probe` tries is no longer
+    #: searched: its node budget is spent where the search finds something. Cells, not levels: a level's families
+    #: differ (level-3 forms were never solved, level-3 menus always).
     min_solve_rate: float = 0.3
-    probe: int = 24
+    probe: int = 3
     passes: float = 2.0  # how often each found example is trained on, on average
     rehearsal_share: float = 0.125  # of every batch: the copying data (none given: 0)
     batch_size: int = 16

@@ -60,6 +60,16 @@ class SandboxEnv:
         c.env = _copy(self.env)
         return c
 
+    def state_key(self, observation: str) -> tuple:
+        """What tells two states apart, `observation` (this state's text) included: the screen does not show what
+        was committed (a pressed button looks the same after), so two states with one text can differ in what still
+        has to be done, and a search that merged them (training/search.py) lost every ordered-press task of level 4
+        and 5. The commits are a multiset: an order that could matter (an ordered goal's) ends the episode when it is
+        wrong, so every live state has the right one, and two rows opened either way round are one state. Tab
+        switches are left out: they commit nothing, and counting them would make A-B-A a new state."""
+        s = self.env.screen
+        return observation, tuple(sorted(e for e in s.events if e[0] != "tab")), len(s.pending), len(s.stack)
+
     def steps_to_go(self, limit: int = 60) -> int | None:
         """How many actions the sandbox's shortest-path expert needs from here to pass, or None when it cannot pass
         any more: the environment's progress signal (training.branch). The step limit does not apply to the plan."""

@@ -37,6 +37,13 @@ class Searched:
     nodes: int
 
 
+def _key(env: Any, obs: str) -> Any:
+    """A state's identity for the search: the world's own `state_key` (what the screen does not show, such as the
+    buttons already pressed, included), or the screen's text where the world has none."""
+    f = getattr(env, "state_key", None)
+    return f(obs) if f is not None else obs
+
+
 def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
     """Breadth-first over distinct screens from the task's start; a node is one action tried in a copy of a state.
     The first action sequence whose episode ends with the verifier's pass is returned: a shortest one."""
@@ -45,7 +52,7 @@ def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
         raise ValueError(f"task {info.task_id}: its environment cannot copy a state, so it cannot be searched")
     start = env.reset()
     queue: deque = deque([(env, start, ())])
-    seen, nodes = {start}, 0
+    seen, nodes = {_key(env, start)}, 0
     while queue:
         state, obs, path = queue.popleft()
         if len(path) >= info.step_limit:
@@ -61,8 +68,9 @@ def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
                 if copy.verify()[0]:
                     return Searched(Solution(tuple(o for o, _ in steps), tuple(a for _, a in steps)), nodes)
                 continue
-            if nxt not in seen:
-                seen.add(nxt)
+            k = _key(copy, nxt)
+            if k not in seen:
+                seen.add(k)
                 queue.append((copy, nxt, steps))
     return Searched(None, nodes)
 

@@ -13,6 +13,7 @@ clock, as SFT's follows its steps.
 
 from __future__ import annotations
 
+import bisect
 import random
 import time
 from collections import Counter, deque
@@ -57,22 +58,24 @@ def train_by_search(
     threads = torch.get_num_threads()
     if pool is not None and cfg.learner_threads:
         torch.set_num_threads(cfg.learner_threads)
-    tried: Counter = Counter()
+    tried: Counter = Counter()  # by level (the record's figures)
     solved: Counter = Counter()
+    cell_tried: Counter = Counter()  # by (family, level): what the search gives up on
+    cell_solved: Counter = Counter()
     draws = 0
 
-    def skipped(level: Any) -> bool:
-        return tried[level] >= cfg.probe and solved[level] < cfg.min_solve_rate * tried[level]
+    def skipped(cell: tuple[str, Any]) -> bool:
+        return cell_tried[cell] >= cfg.probe and cell_solved[cell] < cfg.min_solve_rate * cell_tried[cell]
 
     def draw() -> list[TaskInfo]:
-        """The next batch's tasks: fresh ones, minus those of levels the search has given up on (all of them, when
-        it has given up on every level the tasks come from: it keeps trying rather than spin on empty batches)."""
+        """The next batch's tasks: fresh ones, minus those of cells the search has given up on (all of them, when
+        it has given up on every cell the tasks come from: it keeps trying rather than spin on empty batches)."""
         nonlocal draws
         out: list[TaskInfo] = []
         for _ in range(50):
             draws += 1
             got = tasks_fn(cfg.tasks_per_batch, cfg.seed + 7919 * draws)
-            kept = [t for t in got if not skipped(t.level)]
+            kept = [t for t in got if not skipped((t.family, t.level))]
             out += kept if kept or out else got
             if len(out) >= cfg.tasks_per_batch:
                 break
@@ -91,6 +94,8 @@ def train_by_search(
     k_fresh = cfg.batch_size - k_rehearse
     unseen: deque = deque()  # found examples not yet trained on, oldest first
     found: list[Any] = []
+    queued: deque = deque()  # the next steps' batches: (examples, replayed), bucketed by length
+    rehearse = _Bucket(rehearsal or [])
     hist: list[dict[str, Any]] = []
     losses: list[float] = []
     all_losses: list[float] = []
@@ -110,19 +115,23 @@ def train_by_search(
                 rows, by_level = [], Counter()
                 for info, r in zip(infos, got.results):
                     tried[info.level] += 1
+                    cell_tried[(info.family, info.level)] += 1
                     if r.solution is not None:
                         solved[info.level] += 1
+                        cell_solved[(info.family, info.level)] += 1
                         by_level[info.level] += 1
                         rows.append(solution_row(info, r.solution))
                 new = encode_all(tok, [x for row in rows for x in episode_examples(row, prompt_cfg)], prompt_cfg)
                 unseen.extend(new)
+                if new:  # fresh examples go before replays queued while the search was out
+                    queued = deque(b for b in queued if not b[1])
                 found += new
                 due += cfg.passes * len(new) / max(1, k_fresh)
                 st = {"tasks": len(infos), "solved": len(rows), "solved_by_level": dict(sorted(by_level.items())),
                       "nodes_mean": sum(r.nodes for r in got.results) / max(1, len(got.results)),
                       "search_s": got.seconds, "examples": len(new), "found_total": len(found), "steps": steps,
                       "replayed_steps": replayed, "waiting_steps": waiting, "loss": sum(losses) / len(losses) if losses else None,
-                      "skipped_levels": sorted(lv for lv in tried if skipped(lv)),
+                      "skipped": sorted(f"{f}/L{lv}" for f, lv in cell_tried if skipped((f, lv))),
                       "elapsed_s": time.perf_counter() - t_start}  # fmt: skip
                 losses = []
                 hist.append(st)
@@ -132,14 +141,13 @@ def train_by_search(
                     continue
             if not found:  # the first search is still out: copying steps meanwhile, so the core does not idle
                 waiting += 1
-                fresh = [rehearsal[rng.randrange(len(rehearsal))] for _ in range(cfg.batch_size)]  # type: ignore[index]
+                fresh = rehearse.near(rng.choice(rehearse.lens), cfg.batch_size, rng)
             else:
-                fresh = [unseen.popleft() for _ in range(min(k_fresh, len(unseen)))]
-                if len(fresh) < k_fresh:  # all found examples seen once: again, at random, while the search runs
-                    replayed += 1
-                    fresh += [found[rng.randrange(len(found))] for _ in range(k_fresh - len(fresh))]
-                if rehearsal:
-                    fresh += [rehearsal[rng.randrange(len(rehearsal))] for _ in range(k_rehearse)]
+                if not queued:
+                    queued.extend(_next_batches(unseen, found, k_fresh, rng))
+                fresh, again = queued.popleft()
+                replayed += again
+                fresh = fresh + rehearse.near(max(len(e.input_ids) for e in fresh), k_rehearse, rng)
             for g in opt.param_groups:
                 g["lr"] = lr_at(int(1000 * (time.perf_counter() - t_start) / cfg.time_budget_s), 1000, cfg.optim)
             model.train()
@@ -192,3 +200,39 @@ def search_job(
     res = JobResult("rl", round, b.uri, samples=info["examples"], losses=info["losses"], pile_version=pile_version,
                     metrics=metrics, config={"search": to_dict(cfg), "prompt": to_dict(prompt_cfg)})  # fmt: skip
     return finish(lake, res, b.policy, t0), b.policy
+
+
+#: Found examples drawn together and sorted by length before they are cut into batches (training.data's window).
+WINDOW = 8
+
+
+def _next_batches(unseen: deque, found: list[Any], k: int, rng: random.Random) -> list[tuple[list[Any], bool]]:
+    """The next few steps' found examples, `k` a step, each batch of similar lengths: the unseen ones oldest first,
+    or (all seen) random ones again. Why: a batch is padded to its longest example, and unsorted batches of found
+    examples were 29% padding; sorted, a learner step took 0.31 s instead of 0.47 (1 thread)."""
+    if unseen:
+        pool = [unseen.popleft() for _ in range(min(len(unseen), WINDOW * k))]
+        again = False
+    else:
+        pool, again = [found[rng.randrange(len(found))] for _ in range(WINDOW * k)], True
+    pool.sort(key=lambda e: len(e.input_ids))
+    out = [(pool[i : i + k], again) for i in range(0, len(pool), k)]
+    rng.shuffle(out)
+    return out
+
+
+class _Bucket:
+    """The copying data sorted by length, so a rehearsal share can be drawn near a batch's own length."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = sorted(items, key=lambda e: len(e.input_ids))
+        self.lens = [len(e.input_ids) for e in self.items]
+
+    def near(self, length: int, n: int, rng: random.Random) -> list[Any]:
+        """n random examples among the 4n whose lengths are nearest to `length` (none when there are none)."""
+        if not self.items or n <= 0:
+            return []
+        i = bisect.bisect_right(self.lens, length)
+        lo = max(0, min(i - 2 * n, len(self.items) - 4 * n))
+        window = self.items[lo : lo + 4 * n]
+        return [window[rng.randrange(len(window))] for _ in range(n)]

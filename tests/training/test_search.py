@@ -48,6 +48,50 @@ def test_search_solves_sandbox_tasks_as_short_as_the_expert_without_asking_the_e
         assert [s["action"] for s in row["steps"]] == list(r.solution.actions) and row["instruction"] == t.instruction
 
 
+def test_search_tells_apart_states_whose_screens_agree_but_whose_commits_differ(monkeypatch) -> None:
+    """Pressing a button in an ordered sequence leaves the screen as it was: a search keyed on the text alone merged
+    the pressed and unpressed states and never solved a level-4 or 5 click_button task; with the world's state key
+    it does, and the screen-only key still fails (the test fails if the key stops mattering)."""
+    from training.envs import SandboxEnv, training_tasks
+
+    tasks = training_tasks(8, 4242, families=("click_button",), levels=(4, 5))
+    for t in tasks:
+        r = solve(t, max_nodes=2000)
+        assert r.solution is not None, t.task_id
+        env = t.make_env()
+        env.reset()
+        for a in r.solution.actions:
+            _, done, _ = env.step(a)
+        assert done and env.verify()[0]
+    monkeypatch.delattr(SandboxEnv, "state_key")
+    assert all(solve(t, max_nodes=2000).solution is None for t in tasks)
+
+
+def test_found_examples_are_batched_by_length_each_once_oldest_first_then_replayed() -> None:
+    import random
+    from collections import deque
+    from types import SimpleNamespace
+
+    from training.search_practice import WINDOW, _Bucket, _next_batches
+
+    rng = random.Random(0)
+    found = [SimpleNamespace(input_ids=[0] * rng.randrange(5, 400), n=i) for i in range(5 * WINDOW * 4 + 3)]
+    unseen, got = deque(found), []
+    while unseen:
+        batches = _next_batches(unseen, found, 4, rng)
+        assert all(not again for _, again in batches)
+        got += [b for b, _ in batches]
+    assert sorted(e.n for b in got for e in b) == list(range(len(found)))  # every one once
+    assert max(e.n for e in got[0] + got[1]) < WINDOW * 4  # the oldest first
+    spread = sum(max(len(e.input_ids) for e in b) - min(len(e.input_ids) for e in b) for b in got) / len(got)
+    assert spread < 60  # similar lengths in a batch (random batches of 4 spread over ~200 tokens)
+    again = _next_batches(deque(), found, 4, rng)
+    assert len(again) == WINDOW and all(a and len(b) == 4 for b, a in again)
+    near = _Bucket(found).near(100, 4, rng)
+    assert len(near) == 4 and all(abs(len(e.input_ids) - 100) < 60 for e in near)
+    assert _Bucket([]).near(100, 4, rng) == []
+
+
 def test_search_gives_up_within_its_node_budget_and_refuses_an_environment_it_cannot_copy() -> None:
     task = next(t for t in _sandbox_tasks(40, (4,)))
     r = solve(task, max_nodes=3)
@@ -125,7 +169,7 @@ def test_practice_by_search_keeps_searching_when_it_has_given_up_on_every_level(
     with pytest.raises(StopIteration):
         train_by_search(tiny_policy, tasks, cfg, rehearsal=items, on_iter=on_iter)
     assert [st["tasks"] for st in seen] == [4] * 5 and all(st["solved"] == 0 for st in seen)
-    assert seen[-1]["skipped_levels"] == [1]
+    assert seen[-1]["skipped"] == ["two/L1"]
 
 
 def _rehearsal(policy) -> list:
