@@ -8,7 +8,7 @@ MiniWoB++ one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from training.rollout import Reviewer, TaskInfo
@@ -25,9 +25,15 @@ _TERMINATION = {
 def _copy(obj: Any) -> Any:
     """An independent deep copy. A pickle round trip copies a sandbox state 3x faster than copy.deepcopy (0.17 against
     0.57 ms), and step groups copy one per candidate and per planned distance."""
+    return _copies(obj)()
+
+
+def _copies(obj: Any) -> Callable[[], Any]:
+    """Independent deep copies of `obj` as it is now, any number of them from one snapshot (one pickling)."""
     import pickle
 
-    return pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301 - our own object, in-process
+    blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return lambda: pickle.loads(blob)  # noqa: S301 - our own object, in-process
 
 
 class SandboxEnv:
@@ -56,9 +62,19 @@ class SandboxEnv:
 
     def clone(self) -> SandboxEnv:
         """An independent copy of this state (training.branch tries actions in copies)."""
-        c = object.__new__(SandboxEnv)
-        c.env = _copy(self.env)
-        return c
+        return self.copier()()
+
+    def copier(self) -> Callable[[], SandboxEnv]:
+        """Independent copies of this state, as many as asked, from one snapshot: the search tries every action of
+        a state in its own copy, and pickling the state once per copy was a quarter of its time."""
+        snap = _copies(self.env)
+
+        def make() -> SandboxEnv:
+            c = object.__new__(SandboxEnv)
+            c.env = snap()
+            return c
+
+        return make
 
     def state_key(self, observation: str) -> tuple:
         """What tells two states apart, `observation` (this state's text) included: the screen does not show what

@@ -44,6 +44,12 @@ def _key(env: Any, obs: str) -> Any:
     return f(obs) if f is not None else obs
 
 
+def _copier(env: Any) -> Any:
+    """What makes copies of a state: the world's own `copier` (many copies from one snapshot), or its `clone`."""
+    f = getattr(env, "copier", None)
+    return f() if f is not None else env.clone
+
+
 def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
     """Breadth-first over distinct screens from the task's start; a node is one action tried in a copy of a state.
     The first action sequence whose episode ends with the verifier's pass is returned: a shortest one."""
@@ -57,11 +63,12 @@ def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
         state, obs, path = queue.popleft()
         if len(path) >= info.step_limit:
             continue
+        copy_of = _copier(state)
         for action in screen_actions(obs, info.instruction):
             if nodes >= max_nodes:
                 return Searched(None, nodes)
             nodes += 1
-            copy = state.clone()
+            copy = copy_of()
             nxt, done, _ = copy.step(action)
             steps = (*path, (obs, action))
             if done:

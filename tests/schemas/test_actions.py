@@ -227,3 +227,17 @@ def test_check_on_screen_edges() -> None:
         check_on_screen(Action("drag", x=0, y=0, x2=1920, y2=5), 1920, 1080)
     with pytest.raises(ActionError, match="not a screen"):
         check_on_screen(Action("wait"), 0, 1080)
+
+
+def test_remembered_parses_are_the_same_actions_and_refusals_are_refused_every_time() -> None:
+    """parse_action remembers short strings (a search steps the same actions in thousands of copies): a second parse
+    gives an equal Action, a bad string is refused each time, and a long one is parsed, not held."""
+    s = "click(point='<point>12 34</point>')"
+    assert parse_action(s) == parse_action(s) == Action("click", x=12, y=34)
+    for _ in range(2):
+        with pytest.raises(ActionError, match="not an action call"):
+            parse_action("click me")
+    long = "type(content='" + "x" * 1000 + "')"
+    assert parse_action(long).text == "x" * 1000
+    with pytest.raises(ActionError, match="must be a string"):
+        parse_action(["click"])  # type: ignore[arg-type]
