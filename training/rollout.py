@@ -22,7 +22,10 @@ class Environment(Protocol):
     """What a rollout needs from an environment (training/envs.py adapts the sandbox to it, training/envs_miniwob.py
     MiniWoB++ in a browser). An environment may also have `close()`: it is called once its trajectory has ended
     (a browser slot goes back to its pool); and `screenshot()`, the current screen as a PNG, which a
-    vision-language policy acts on (training/vlm.py)."""
+    vision-language policy acts on (training/vlm.py). Search (training/search.py) needs `clone()`, an independent
+    copy of the state; it uses `copier()` (a maker of many copies from one snapshot) and `state_key(observation)`
+    (what tells two states apart, the screen included, where the screen does not show everything) when they are
+    there."""
 
     def reset(self) -> str: ...  # the text observation
     def step(self, action: str) -> tuple[str, bool, str | None]: ...  # (observation, done, termination when done)
