@@ -116,6 +116,7 @@ class MiniwobBackend:
         self._pool: Any = None
         self._free: list[int] = []
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()  # the pool's start (separate: `_take` reads the pool under `_lock`)
         self._shots: OrderedDict[tuple[str, tuple[str, ...]], list[bytes]] = OrderedDict()
         self.net_attempts: list[str] = []
 
@@ -123,15 +124,21 @@ class MiniwobBackend:
     @property
     def pool(self):  # noqa: ANN201 - sandbox.miniwob.BrowserPool, started on first use
         if self._pool is None:
-            from sandbox.miniwob import BrowserPool
-            from sandbox.miniwob.browser import chromium_available
+            # one pool, however many threads ask first: two rollout threads once each started one, and the pool
+            # that lost the race was never closed (its browsers outlived the run; CI caught them)
+            with self._start_lock:
+                if self._pool is None:
+                    from sandbox.miniwob import BrowserPool
+                    from sandbox.miniwob.browser import chromium_available
 
-            if not chromium_available():
-                raise ValueError(
-                    "--env miniwob needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
-                )
-            self._pool = BrowserPool(self.pool_size, screenshots=True, time_limit_s=self.time_limit_s)
-            self._free = list(range(self._pool.size))[::-1]
+                    if not chromium_available():
+                        raise ValueError(
+                            "--env miniwob needs chromium and chromium-driver "
+                            "(apt-get install -y chromium chromium-driver)"
+                        )
+                    pool = BrowserPool(self.pool_size, screenshots=True, time_limit_s=self.time_limit_s)
+                    self._free = list(range(pool.size))[::-1]
+                    self._pool = pool
         return self._pool
 
     def _take(self) -> int:
