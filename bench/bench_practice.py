@@ -16,7 +16,9 @@ numbers mean nothing.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -51,7 +53,7 @@ def _rate(r) -> str:
 def cold_start(folder: str | None = None):
     """The arms' common start: the shipped base after the cold start's SFT on 490 expert episodes (round 0's
     equivalent), with the expert examples (arm b continues on them). Saved in `folder` and loaded from it when it
-    is there already (a sweep of RL settings then trains it once)."""
+    is there already (a sweep of RL settings then trains it once); without `folder`, in a folder of this process's."""
     from bench.bench_training import _expert_items
     from flows.config import tuned_flywheel
     from training.base import sandbox_texts
@@ -59,7 +61,8 @@ def cold_start(folder: str | None = None):
     from training.sft import train_sft
 
     f = tuned_flywheel()
-    if folder and os.path.exists(os.path.join(folder, "config.json")):
+    folder = folder or _process_folder()
+    if os.path.exists(os.path.join(folder, "config.json")):
         pol = Policy.load(folder)
         return pol, _expert_items(pol, 60 if quick() else 490, f.prompt)
     pol = Policy.create(sandbox_texts(200), f.model)
@@ -70,9 +73,20 @@ def cold_start(folder: str | None = None):
     console.print(
         f"practice: cold start SFT {cold.steps} steps on {len(items)} examples in {time.perf_counter() - t0:.0f} s"
     )
-    if folder:
-        pol.save(folder)
+    pol.save(folder)
     return pol, items
+
+
+_FOLDERS: dict[bool, str] = {}
+
+
+def _process_folder() -> str:
+    """Where this process keeps its cold start (one per quick mode): `make bench` runs every module in one process,
+    and bench_training's generation figure starts from the same checkpoint, so it is trained once (91 s here)."""
+    if quick() not in _FOLDERS:
+        _FOLDERS[quick()] = tempfile.mkdtemp(prefix="bench-cold-start-")
+        atexit.register(shutil.rmtree, _FOLDERS[quick()], True)
+    return _FOLDERS[quick()]
 
 
 def rl_arm(policy, budget: float, items=None, families: tuple[str, ...] | None = None, **overrides):

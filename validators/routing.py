@@ -372,7 +372,8 @@ def _route_chunks(
     Chunks are written one at a time, in order, each as verdicts, then sft, then ct; at most one write is in
     flight. A validator's state (dedup keys) takes in chunk k as soon as it is decided, which is what chunk k+1
     must see; if a write fails, the later chunks are never written (the error is raised here) and a re-run
-    repairs the round. `gate` runs once before the first write, and raises to stop the round before any."""
+    repairs the round. `gate` runs once before the first write (in the writer's thread, so the GX suite's wait
+    overlaps judging the second chunk), and raises to stop the round before any."""
     run_ts = datetime.now(UTC)  # every verdict of this run carries it
     own: set[str] = set()  # the verdict files this run committed (see write_decision)
     routed = 0
@@ -381,20 +382,23 @@ def _route_chunks(
         nonlocal routed
         routed += n
 
+    def gated_write(*args: Any) -> int:
+        gate()
+        return write_decision(*args)
+
     with WriteBehind("route-write", on_done=done) as writer:
         for table in chunks:
             batch = EpisodeBatch(table, loaded)
             try:
                 d = decide(batch, plan, round, prior, now=run_ts)
             except Exception:
-                if not writer.started:
-                    gate()  # a failed suite explains bad input better than a validator's error does
+                # a failed suite explains bad input better than a validator's error does
+                writer.drain() if writer.started else gate()
                 raise
             for v in d.used:
                 v.after_batch(batch, d.passed)
-            if not writer.started:
-                gate()
-            writer.submit(write_decision, lake, round, table, d, say, own)
+            # the first write waits for the suite in the writer's thread, so the next chunk is judged meanwhile
+            writer.submit(write_decision if writer.started else gated_write, lake, round, table, d, say, own)
         writer.drain()
         if not writer.started:
             gate()  # no chunk at all

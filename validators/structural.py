@@ -23,8 +23,9 @@ from schemas.records import SOURCES
 from storage.objects import object_key_of
 from validators.base import EpisodeBatch, Outcome, Validator, as_bool, as_float, per_value, step_details
 
-# ------------------------------------------------------------------ canonical action grammar (RE2, pyarrow)
-_C = r"(?:\d{1,4}|1[0-5]\d{3}|16[0-2]\d{2}|163[0-7]\d|1638[0-4])"  # 0..16384 = MAX_COORD
+# ------------------------------------------------ canonical action grammar (Rust's regex via polars; RE2 agrees)
+# Digits are spelled [0-9]: `\d` is any Unicode digit in Rust's regex (ASCII only in RE2 and in the parser).
+_C = r"(?:[0-9]{1,4}|1[0-5][0-9]{3}|16[0-2][0-9]{2}|163[0-7][0-9]|1638[0-4])"  # 0..16384 = MAX_COORD
 _PT = rf"'<point>{_C} {_C}</point>'"
 _Q = r"'(?:[^'\\]|\\[\\'nrt\"])*'"  # a quoted value with the parser's escapes
 _KEY = r"'[!-&(-\[\]-~]+(?: [!-&(-\[\]-~]+)*'"  # printable ASCII keys, single spaces, no quote or backslash
@@ -55,8 +56,13 @@ def _parses(s: str | None) -> bool:
 
 
 def actions_valid(actions: pa.Array) -> np.ndarray:
-    """Per action string: does it follow the grammar? (regex fast path, the real parser for the rest)."""
-    ok = as_bool(pc.match_substring_regex(actions, CANONICAL_ACTION))
+    """Per action string: does it follow the grammar? (regex fast path, the real parser for the rest).
+
+    The fast path runs in polars (Rust's regex): on routing's actions it took 0.6x the time of Arrow's RE2 kernel,
+    and this regex was a third of routing's validation time."""
+    import polars as pl
+
+    ok = np.array(pl.Series(actions).str.contains(CANONICAL_ACTION).fill_null(False).to_numpy(), dtype=bool)
     rest = np.flatnonzero(~ok)
     if len(rest):
         others = actions.take(pa.array(rest)).to_pylist()

@@ -189,6 +189,14 @@ action_like = st.one_of(
         lambda d: f"scroll(point='<point>1 2</point>', direction='{d}')", st.sampled_from(["up", "down", "sideways"])
     ),
     st.sampled_from(["wait()", "press_home()", "finished(content='x')", "wait( )", " click(point='(3,4)')"]),
+    # digits of other scripts: `\d` in Rust's regex (the fast path's engine) would take them, the parser does not
+    st.sampled_from(
+        [
+            "click(point='<point>\u0661\u0662 5</point>')",
+            "type(content='\u0663')",
+            "click(point='<point>7 \uff18</point>')",
+        ]
+    ),
 )
 
 
