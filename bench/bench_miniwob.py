@@ -7,11 +7,13 @@ Figures (each against a baseline measured in the same run):
   the very same actions on the same seeds (its observation: DOM list + numpy screenshot). Both exclude browser
   start-up. use-autocomplete is left out of this pair: its wait() pauses (0.5 s) would dominate both sides.
 - pool episodes/s: a BrowserPool of 2 browsers vs. the single env above (2 cores: at most 2x).
-- success per task: the expert on held-out seeds vs. the novice (p_mistake 0.25) on the same seeds.
+- success per task: the expert on held-out seeds vs. the novice (p_mistake 0.25) on the same seeds
+  (BENCH_MINIWOB_HELDOUT seeds per task, 30 by default; make bench: 15).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from bench.common import Figure, console, quick
@@ -110,7 +112,7 @@ def run() -> list[Figure]:
             Figure("pool episodes/s, 2 browsers", pool_rate, ours, "ep/s", target=1.2, note="baseline: one env (above)")
         )
 
-        held = heldout_specs(per_task=5 if quick() else 30)
+        held = heldout_specs(per_task=5 if quick() else int(os.environ.get("BENCH_MINIWOB_HELDOUT", "30")))
         t0 = time.perf_counter()
         ex = pool.run(held, Expert, progress=True, label="expert, held-out")
         t_ex = time.perf_counter() - t0
