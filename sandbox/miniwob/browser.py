@@ -12,7 +12,10 @@ module adds what a long-running rollout pool needs around it:
 - a network lock: every request Chromium would send to a non-loopback host goes to a proxy on 127.0.0.1
   (``proxy_port``: sandbox.miniwob.netguard records and refuses it), and host names do not resolve;
 - switching task pages in the same browser (a browser start costs about 2 s, a page load about 0.1 s);
-- the process ids (chromedriver and its Chromium tree), so a crash can be detected and nothing is left behind.
+- the process ids (chromedriver and its Chromium tree), so a crash can be detected and nothing is left behind;
+- browsers of a process that died without closing them (kill -9 of a round, which `flywheel round resume` then
+  finishes) are reaped when the next browser starts: every browser's processes carry their owner's pid in
+  FLYWHEEL_BROWSER_OWNER, and chromedriver outlives its parent otherwise, with its Chromium, for good.
 """
 
 from __future__ import annotations
@@ -72,6 +75,34 @@ def configure_offline() -> None:
     os.environ["MINIWOB_CHROME_BINARY"] = chrome
     os.environ["MINIWOB_CHROMEDRIVER"] = driver
     os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager telemetry off, should it ever run
+    os.environ[OWNER_VAR] = str(os.getpid())  # this process's browsers (a child process names itself, not its parent)
+
+
+#: The environment variable naming the process that started a browser (inherited by chromedriver and Chromium).
+OWNER_VAR = "FLYWHEEL_BROWSER_OWNER"
+
+
+def reap_orphans() -> int:
+    """Kill the browser processes (chromedriver, Chromium and its helpers) whose owner process is gone; return how
+    many. Only processes that carry OWNER_VAR are looked at, and only those whose owner no longer runs are killed,
+    so the browsers of other live processes, flywheel's or anyone's, are never touched."""
+    me = psutil.Process()
+    dead = []
+    for p in psutil.process_iter(["name"]):
+        name = (p.info.get("name") or "").lower()
+        if "chrom" not in name or p.pid == me.pid:
+            continue
+        try:
+            owner = p.environ().get(OWNER_VAR)
+        except (psutil.Error, OSError):
+            continue
+        if owner and owner.isdigit() and not psutil.pid_exists(int(owner)):
+            dead.append(p)
+    for p in dead:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(dead, timeout=5)
+    return len(dead)
 
 
 def chromium_available() -> bool:
@@ -129,6 +160,7 @@ def _instance_class():  # noqa: ANN202 - built lazily so that importing this mod
 
         def __init__(self, task: str, proxy_port: int | None = None, index: int = 0) -> None:
             configure_offline()
+            reap_orphans()
             _install_options_wrapper()
             super().__init__(index=index, subdomain=task, headless=True)
             self.task = task

@@ -121,3 +121,53 @@ def test_training_environment_protocol_over_pool_slots(pool) -> None:
     envs[1].step("wait()")  # ... slot 1 is untouched
     with pytest.raises(RuntimeError, match="reused"):
         envs[0].step("wait()")
+
+
+_STARTS_ONE_BROWSER = """
+import json, sys, time
+from sandbox.miniwob.browser import start_browser
+b = start_browser("click-button")
+print(json.dumps(b.pids), flush=True)
+time.sleep(120)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_browsers_of_a_process_killed_with_9_are_reaped_when_the_next_browser_starts() -> None:
+    """kill -9 of a round (which `flywheel round resume` finishes) leaves its chromedriver and Chromium running for
+    good, parented to init; the next browser to start kills them, and never a live process's browsers."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sandbox.miniwob.browser import reap_orphans, start_browser
+    from tests.miniwob.conftest import _need_chromium
+
+    _need_chromium()
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", _STARTS_ONE_BROWSER], cwd=repo, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(child.stdout.readline())
+        live = start_browser("click-button")  # a browser of this (live) process, started after the child's
+        try:
+            reap_orphans()  # the child is alive: its browser is not an orphan (others' may be: tests run in parallel)
+            assert all(_running(p) for p in pids)
+            child.kill()
+            child.wait()
+            assert any(_running(p) for p in pids)  # what the reaper is for: they outlive their killed owner
+            again = start_browser("click-button")  # the next start reaps them
+            again.quit()
+            assert not any(_running(p) for p in pids)
+            assert all(_running(p) for p in live.pids[:1])  # this process's own browser is untouched
+        finally:
+            live.quit()
+    finally:
+        child.kill()
+        child.wait()
