@@ -393,7 +393,10 @@ def _route_chunks(
                 d = decide(batch, plan, round, prior, now=run_ts)
             except Exception:
                 # a failed suite explains bad input better than a validator's error does
-                writer.drain() if writer.started else gate()
+                if writer.started:
+                    writer.drain()  # the first write's gate
+                else:
+                    gate()
                 raise
             for v in d.used:
                 v.after_batch(batch, d.passed)

@@ -68,6 +68,10 @@ PREFS = {
 _local = threading.local()  # per-thread flags for the ChromeOptions being built (pools start browsers in threads)
 
 
+#: The environment variable naming the process that started a browser (inherited by chromedriver and Chromium).
+OWNER_VAR = "FLYWHEEL_BROWSER_OWNER"
+
+
 def configure_offline() -> None:
     """Point miniwob at the local Chromium and chromedriver unless the caller chose others."""
     chrome = os.environ.get("MINIWOB_CHROME_BINARY") or (shutil.which("chromium") or DEFAULT_CHROME)
@@ -76,10 +80,6 @@ def configure_offline() -> None:
     os.environ["MINIWOB_CHROMEDRIVER"] = driver
     os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager telemetry off, should it ever run
     os.environ[OWNER_VAR] = str(os.getpid())  # this process's browsers (a child process names itself, not its parent)
-
-
-#: The environment variable naming the process that started a browser (inherited by chromedriver and Chromium).
-OWNER_VAR = "FLYWHEEL_BROWSER_OWNER"
 
 
 def reap_orphans() -> int:
