@@ -74,7 +74,7 @@ def train_by_search(
         out: list[TaskInfo] = []
         for _ in range(50):
             draws += 1
-            got = tasks_fn(cfg.tasks_per_batch, cfg.seed + 7919 * draws)
+            got = fresh_tasks(tasks_fn, cfg.tasks_per_batch, cfg.seed + 7919 * draws, rng)
             kept = [t for t in got if not skipped((t.family, t.level))]
             out += kept if kept or out else got
             if len(out) >= cfg.tasks_per_batch:
@@ -200,6 +200,17 @@ def search_job(
     res = JobResult("rl", round, b.uri, samples=info["examples"], losses=info["losses"], pile_version=pile_version,
                     metrics=metrics, config={"search": to_dict(cfg), "prompt": to_dict(prompt_cfg)})  # fmt: skip
     return finish(lake, res, b.policy, t0), b.policy
+
+
+def fresh_tasks(
+    tasks_fn: Callable[[int, int], Sequence[TaskInfo]], n: int, seed: int, rng: random.Random
+) -> list[TaskInfo]:
+    """n fresh tasks: a window at a random place in twice as many. Why: a generator that cycles over its cells from
+    the first one each call (the sandbox's: families within levels) gave a batch of 32 eleven level-1 tasks and two
+    of level 5, so the hardest level, the one the held-out set scores as much as any, was practised least."""
+    got = list(tasks_fn(2 * n, seed))
+    at = rng.randrange(max(0, len(got) - n) + 1)
+    return got[at : at + n]
 
 
 #: Found examples drawn together and sorted by length before they are cut into batches (training.data's window).

@@ -92,6 +92,23 @@ def test_found_examples_are_batched_by_length_each_once_oldest_first_then_replay
     assert _Bucket([]).near(100, 4, rng) == []
 
 
+def test_fresh_tasks_come_evenly_from_every_cell_of_a_generator_that_restarts_its_cycle_each_call() -> None:
+    import random
+    from collections import Counter
+
+    from training.search_practice import fresh_tasks
+
+    def cycling(n: int, seed: int) -> list[int]:  # 35 cells in order from the first, like the sandbox's generator
+        return [i % 35 for i in range(n)]
+
+    rng, counts = random.Random(0), Counter()
+    for k in range(3000):
+        counts.update(fresh_tasks(cycling, 32, k, rng))
+    assert set(counts) == set(range(35))  # a plain draw of 32 never reaches the last 3 cells
+    assert max(counts.values()) / min(counts.values()) < 1.25
+    assert len(fresh_tasks(lambda n, s: list(range(5)), 32, 0, rng)) == 5  # a small world: all it has
+
+
 def test_search_gives_up_within_its_node_budget_and_refuses_an_environment_it_cannot_copy() -> None:
     task = next(t for t in _sandbox_tasks(40, (4,)))
     r = solve(task, max_nodes=3)
