@@ -139,7 +139,7 @@ def search_arm(policy, budget: float, items=None, families: tuple[str, ...] | No
         console.print(f"practice: search batch {i}: solved {st['solved']}/{st['tasks']} {st['solved_by_level']} "
                       f"in {st['search_s']:.1f} s, {st['examples']} examples ({st['found_total']} in all), "
                       f"{st['steps']} steps ({st['replayed_steps']} replayed), loss {st['loss'] or 0:.3f}, "
-                      f"given up on {st['skipped']}")  # fmt: skip
+                      f"given up on {st['skipped']}" + (f", under the prior {st['guided']}" if st.get("guided") else ""))  # fmt: skip
 
     def tasks(n: int, seed: int) -> list:
         return training_tasks(n, 100_000 + seed, families)

@@ -257,6 +257,11 @@ class SearchPracticeConfig:
     #: differ (level-3 forms were never solved, level-3 menus always).
     min_solve_rate: float = 0.3
     probe: int = 3
+    #: States expanded per task when a task of a given-up cell is searched best-first under the learner's own policy
+    #: (training/search.py `guided_solve`; 0: those cells are not searched at), `guided_per_batch` such tasks a batch.
+    guide_states: int = 0
+    guided_per_batch: int = 2
+    reprobe_batches: int = 25  # a cell the prior could not solve either is probed again this many batches later
     passes: float = 2.0  # how often each found example is trained on, on average
     rehearsal_share: float = 0.125  # of every batch: the copying data (none given: 0)
     batch_size: int = 16

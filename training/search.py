@@ -11,9 +11,10 @@ Runs in a worker process (`search_batch` is one picklable call) or in-process.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,13 +51,34 @@ def _copier(env: Any) -> Any:
     return f() if f is not None else env.clone
 
 
-def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
-    """Breadth-first over distinct screens from the task's start; a node is one action tried in a copy of a state.
-    The first action sequence whose episode ends with the verifier's pass is returned: a shortest one."""
+def _start(info: TaskInfo) -> tuple[Any, str]:
     env = info.make_env()
     if getattr(env, "clone", None) is None:
         raise ValueError(f"task {info.task_id}: its environment cannot copy a state, so it cannot be searched")
-    start = env.reset()
+    return env, env.reset()
+
+
+def _try(
+    copy_of: Callable[[], Any], obs: str, path: tuple, action: str, seen: set
+) -> tuple[Solution | None, tuple | None]:
+    """One node: `action` in a fresh copy of the state. A pass is a solution; an unseen state is a child
+    (copy, screen, path) to queue; a failed end or a seen state is neither."""
+    copy = copy_of()
+    nxt, done, _ = copy.step(action)
+    steps = (*path, (obs, action))
+    if done:
+        return (Solution(tuple(o for o, _ in steps), tuple(a for _, a in steps)) if copy.verify()[0] else None), None
+    k = _key(copy, nxt)
+    if k in seen:
+        return None, None
+    seen.add(k)
+    return None, (copy, nxt, steps)
+
+
+def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
+    """Breadth-first over distinct screens from the task's start; a node is one action tried in a copy of a state.
+    The first action sequence whose episode ends with the verifier's pass is returned: a shortest one."""
+    env, start = _start(info)
     queue: deque = deque([(env, start, ())])
     seen, nodes = {_key(env, start)}, 0
     while queue:
@@ -68,17 +90,44 @@ def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
             if nodes >= max_nodes:
                 return Searched(None, nodes)
             nodes += 1
-            copy = copy_of()
-            nxt, done, _ = copy.step(action)
-            steps = (*path, (obs, action))
-            if done:
-                if copy.verify()[0]:
-                    return Searched(Solution(tuple(o for o, _ in steps), tuple(a for _, a in steps)), nodes)
-                continue
-            k = _key(copy, nxt)
-            if k not in seen:
-                seen.add(k)
-                queue.append((copy, nxt, steps))
+            sol, child = _try(copy_of, obs, path, action, seen)
+            if sol is not None:
+                return Searched(sol, nodes)
+            if child is not None:
+                queue.append(child)
+    return Searched(None, nodes)
+
+
+#: log p(action | state) for each of the screen's actions: (instruction, turns so far, screen, actions) -> log-probs
+Prior = Callable[[str, Sequence[Any], str, Sequence[str]], Sequence[float]]
+
+
+def guided_solve(info: TaskInfo, prior: Prior, max_states: int = 100) -> Searched:
+    """Best-first over distinct screens, the most likely path under `prior` first (training/prior.py: the learner's
+    own policy): each expanded state costs one call of the prior and tries every action the screen offers in a
+    copy, so a pass one action away is never missed. Still the outcome alone decides; the prior only orders the
+    work. The first path whose episode the verifier passes is returned (not always a shortest one)."""
+    from schemas.prompt import Turn
+
+    env, start = _start(info)
+    heap: list = [(0.0, 0, env, start, ())]
+    seen, nodes, expanded, tie = {_key(env, start)}, 0, 0, 1
+    while heap and expanded < max_states:
+        cost, _, state, obs, path = heapq.heappop(heap)
+        if len(path) >= info.step_limit:
+            continue
+        expanded += 1
+        actions = screen_actions(obs, info.instruction)
+        logp = prior(info.instruction, [Turn(o, "", a) for o, a in path], obs, actions)
+        copy_of = _copier(state)
+        for action, lp in zip(actions, logp):
+            nodes += 1
+            sol, child = _try(copy_of, obs, path, action, seen)
+            if sol is not None:
+                return Searched(sol, nodes)
+            if child is not None:
+                heapq.heappush(heap, (cost - lp, tie, *child))
+                tie += 1
     return Searched(None, nodes)
 
 
@@ -97,6 +146,13 @@ class SearchJob:
     env_tasks: tuple[str, ...] | None
     payloads: list[Any]
     max_nodes: int
+    #: Per task: searched best-first under the learner's prior (`guided_solve`) instead of breadth-first; those
+    #: tasks need the policy (a training.workers.PolicyBlob, loaded once a worker) and the learner's weights now.
+    guided: tuple[bool, ...] = ()
+    guide_states: int = 100
+    policy: Any = None
+    weights: dict[str, Any] | None = None
+    prompt_cfg: Any = None
 
 
 @dataclass(frozen=True)
@@ -111,10 +167,27 @@ def search_batch(job: SearchJob) -> SearchBatch:
     """Run in a worker (or in-process): solve each of the job's tasks."""
     from training.workers import task_infos
 
-    return search_infos(task_infos(job.env, job.env_tasks, job.payloads), job.max_nodes)
+    prior = None
+    if any(job.guided):
+        from training.prior import ActionPrior
+        from training.workers import policy_with
+
+        pol = policy_with(job.policy, job.weights or {})
+        prior = ActionPrior(pol.model, pol.tokenizer, job.prompt_cfg)
+    infos = task_infos(job.env, job.env_tasks, job.payloads)
+    return search_infos(infos, job.max_nodes, prior, job.guided, job.guide_states)
 
 
-def search_infos(infos: Sequence[TaskInfo], max_nodes: int) -> SearchBatch:
-    """In-process search of TaskInfos (their environments need not pickle)."""
+def search_infos(
+    infos: Sequence[TaskInfo],
+    max_nodes: int,
+    prior: Prior | None = None,
+    guided: Sequence[bool] = (),
+    guide_states: int = 100,
+) -> SearchBatch:
+    """In-process search of TaskInfos (their environments need not pickle); the `guided` ones best-first under
+    `prior`."""
     t0 = time.perf_counter()
-    return SearchBatch([solve(i, max_nodes) for i in infos], time.perf_counter() - t0)
+    flags = list(guided) + [False] * (len(infos) - len(guided))
+    out = [guided_solve(i, prior, guide_states) if g and prior else solve(i, max_nodes) for i, g in zip(infos, flags)]
+    return SearchBatch(out, time.perf_counter() - t0)

@@ -46,7 +46,8 @@ def train_by_search(
     from training.data import collate, encode_all, episode_examples, masked_nll
     from training.loop import lr_at, make_optimizer
     from training.precision import choose
-    from training.workers import local_executor
+    from training.prior import ActionPrior
+    from training.workers import PolicyBlob, local_executor
 
     t_start = time.perf_counter()
     deadline = t_start + cfg.time_budget_s
@@ -62,31 +63,52 @@ def train_by_search(
     solved: Counter = Counter()
     cell_tried: Counter = Counter()  # by (family, level): what the search gives up on
     cell_solved: Counter = Counter()
+    guided_tried: Counter = Counter()  # by (family, level): tasks of given-up cells searched under the prior
+    guided_solved: Counter = Counter()
+    probe_tried: Counter = Counter()  # the same since the cell's last probe under the prior
+    probe_solved: Counter = Counter()
+    paused: dict[tuple[str, Any], int] = {}  # cells the prior could not solve either -> the batch it gave up at
     draws = 0
+    blob = PolicyBlob.of(policy) if pool is not None and cfg.guide_states else None
 
     def skipped(cell: tuple[str, Any]) -> bool:
         return cell_tried[cell] >= cfg.probe and cell_solved[cell] < cfg.min_solve_rate * cell_tried[cell]
 
-    def draw() -> list[TaskInfo]:
+    def guidable(cell: tuple[str, Any]) -> bool:
+        """A given-up cell is searched under the prior until the prior fails there as often (the same probe); it is
+        probed again `reprobe_batches` later, when the learner's policy has moved."""
+        if cell in paused and len(hist) - paused[cell] >= cfg.reprobe_batches:
+            del paused[cell]
+            probe_tried[cell] = probe_solved[cell] = 0
+        return cell not in paused
+
+    def draw() -> tuple[list[TaskInfo], list[bool]]:
         """The next batch's tasks: fresh ones, minus those of cells the search has given up on (all of them, when
-        it has given up on every cell the tasks come from: it keeps trying rather than spin on empty batches)."""
+        it has given up on every cell the tasks come from: it keeps trying rather than spin on empty batches),
+        plus, with `guide_states`, up to `guided_per_batch` of those cells' tasks to search under the prior."""
         nonlocal draws
         out: list[TaskInfo] = []
+        hard: list[TaskInfo] = []
         for _ in range(50):
             draws += 1
             got = fresh_tasks(tasks_fn, cfg.tasks_per_batch, cfg.seed + 7919 * draws, rng)
             kept = [t for t in got if not skipped((t.family, t.level))]
+            hard += [t for t in got if skipped((t.family, t.level)) and guidable((t.family, t.level))]
             out += kept if kept or out else got
             if len(out) >= cfg.tasks_per_batch:
                 break
-        return out[: cfg.tasks_per_batch]
+        n_guided = min(len(hard), cfg.guided_per_batch) if cfg.guide_states else 0
+        out = out[: cfg.tasks_per_batch - n_guided]
+        return out + hard[:n_guided], [False] * len(out) + [True] * n_guided
 
-    def submit() -> tuple[list[TaskInfo], Future | None]:
-        infos = draw()
+    def submit() -> tuple[list[TaskInfo], list[bool], Future | None]:
+        infos, guided = draw()
         if pool is None:
-            return infos, None
-        job = SearchJob(env, tuple(env_tasks) if env_tasks else None, [t.payload for t in infos], cfg.max_nodes)
-        return infos, pool.submit(search_batch, job)
+            return infos, guided, None
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()} if any(guided) else None
+        job = SearchJob(env, tuple(env_tasks) if env_tasks else None, [t.payload for t in infos], cfg.max_nodes,
+                        tuple(guided), cfg.guide_states, blob if any(guided) else None, weights, prompt_cfg)  # fmt: skip
+        return infos, guided, pool.submit(search_batch, job)
 
     bf16 = choose(cfg.optim.bf16, model).bf16
     opt = make_optimizer(model.parameters(), cfg.optim)
@@ -104,23 +126,34 @@ def train_by_search(
     pending = submit()
     try:
         while time.perf_counter() < deadline and (cfg.max_steps is None or steps - waiting < cfg.max_steps):
-            infos, fut = pending
+            infos, guided, fut = pending
             ready = fut.done() if fut is not None else due <= 0
             if ready or (not found and not (rehearsal and fut is not None)):
                 if fut is not None:
                     got: SearchBatch = fut.result()
                 else:
-                    got = search_infos(infos, cfg.max_nodes)
-                pending = submit() if time.perf_counter() < deadline else ([], None)
+                    model.eval()
+                    prior = ActionPrior(model, tok, prompt_cfg) if any(guided) else None
+                    got = search_infos(infos, cfg.max_nodes, prior, guided, cfg.guide_states)
+                pending = submit() if time.perf_counter() < deadline else ([], [], None)
                 rows, by_level = [], Counter()
-                for info, r in zip(infos, got.results):
+                for info, g, r in zip(infos, guided, got.results):
+                    cell = (info.family, info.level)
                     tried[info.level] += 1
-                    cell_tried[(info.family, info.level)] += 1
+                    (guided_tried if g else cell_tried)[cell] += 1
+                    probe_tried[cell] += g
                     if r.solution is not None:
                         solved[info.level] += 1
-                        cell_solved[(info.family, info.level)] += 1
+                        (guided_solved if g else cell_solved)[cell] += 1
+                        probe_solved[cell] += g
                         by_level[info.level] += 1
                         rows.append(solution_row(info, r.solution))
+                    if (
+                        g
+                        and probe_tried[cell] >= cfg.probe
+                        and probe_solved[cell] < cfg.min_solve_rate * probe_tried[cell]
+                    ):
+                        paused.setdefault(cell, len(hist))
                 new = encode_all(tok, [x for row in rows for x in episode_examples(row, prompt_cfg)], prompt_cfg)
                 unseen.extend(new)
                 if new:  # fresh examples go before replays queued while the search was out
@@ -132,6 +165,7 @@ def train_by_search(
                       "search_s": got.seconds, "examples": len(new), "found_total": len(found), "steps": steps,
                       "replayed_steps": replayed, "waiting_steps": waiting, "loss": sum(losses) / len(losses) if losses else None,
                       "skipped": sorted(f"{f}/L{lv}" for f, lv in cell_tried if skipped((f, lv))),
+                      "guided": {f"{f}/L{lv}": f"{guided_solved[(f, lv)]}/{n}" for (f, lv), n in sorted(guided_tried.items())},
                       "elapsed_s": time.perf_counter() - t_start}  # fmt: skip
                 losses = []
                 hist.append(st)
@@ -168,7 +202,8 @@ def train_by_search(
         torch.set_num_threads(threads)
     return {"iterations": hist, "losses": all_losses, "steps": steps, "replayed_steps": replayed, "waiting_steps": waiting, "examples": len(found),
             "tasks": sum(tried.values()), "solved": sum(solved.values()), "solved_by_level": dict(sorted(solved.items())),
-            "tried_by_level": dict(sorted(tried.items())), "seconds": time.perf_counter() - t_start}  # fmt: skip
+            "tried_by_level": dict(sorted(tried.items())), "seconds": time.perf_counter() - t_start,
+            "guided": {f"{f}/L{lv}": [guided_solved[(f, lv)], n] for (f, lv), n in sorted(guided_tried.items())}}  # fmt: skip
 
 
 def search_job(

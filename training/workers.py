@@ -92,6 +92,14 @@ def _policy(blob: PolicyBlob) -> Policy:
     return _CACHE[blob.key]
 
 
+def policy_with(blob: PolicyBlob, weights: dict[str, torch.Tensor]) -> Policy:
+    """The worker's copy of the blob's policy (loaded once) with these weights, in eval mode."""
+    policy = _policy(blob)
+    policy.model.load_state_dict(weights)
+    policy.model.eval()
+    return policy
+
+
 def task_infos(env: str, env_tasks: Sequence[str] | None, payloads: Sequence[Any]) -> list[TaskInfo]:
     """The backend's TaskInfos for its own task objects (a backend without `task_info` cannot act in workers)."""
     from training.envs import env_backend
@@ -133,9 +141,7 @@ def collect(job: CollectJob) -> Collected:
     import time
 
     t0 = time.perf_counter()
-    policy = _policy(job.blob)
-    policy.model.load_state_dict(job.weights)
-    policy.model.eval()
+    policy = policy_with(job.blob, job.weights)
     infos = task_infos(job.env, job.env_tasks, job.payloads)
     trajs, cands, stats = act(policy.model, policy.tokenizer, infos, job.kind, job.params, job.seed, job.version,
                               f"step-{job.version}")  # fmt: skip
