@@ -98,8 +98,9 @@ def train_by_search(
             if len(out) >= cfg.tasks_per_batch:
                 break
         n_guided = min(len(hard), cfg.guided_per_batch) if cfg.guide_states else 0
-        out = out[: cfg.tasks_per_batch - n_guided]
-        return out + hard[:n_guided], [False] * len(out) + [True] * n_guided
+        plain = out[: cfg.tasks_per_batch - n_guided]
+        hard = [t for t in hard if all(t is not p for p in plain)][:n_guided]  # every cell given up: `out` has them
+        return plain + hard, [False] * len(plain) + [True] * len(hard)
 
     def submit() -> tuple[list[TaskInfo], list[bool], Future | None]:
         infos, guided = draw()
@@ -132,7 +133,6 @@ def train_by_search(
                 if fut is not None:
                     got: SearchBatch = fut.result()
                 else:
-                    model.eval()
                     prior = ActionPrior(model, tok, prompt_cfg) if any(guided) else None
                     got = search_infos(infos, cfg.max_nodes, prior, guided, cfg.guide_states)
                 pending = submit() if time.perf_counter() < deadline else ([], [], None)
