@@ -53,6 +53,19 @@ def test_example_file_lands_with_every_field(lake) -> None:
     )
 
 
+def test_a_missing_logprob_sum_is_the_sum_of_the_token_logprobs(lake, tmp_path: Path) -> None:
+    """Only steps without logprob_sum get the sum; a given one is kept, and a step with neither stays empty."""
+    a = attempt(0, n_steps=4)  # steps 0-2 give logprob_sum -1.5; the last gives only token_logprobs [-0.25, -0.5]
+    a["steps"][1] = {"action": "wait()"}  # neither
+    a["steps"][2] = {"action": "wait()", "token_logprobs": [-1.0, -2.0, -0.5]}
+    ingest_rollout_file(lake, write_lines(tmp_path / "r.jsonl", [a, attempt(1)]))
+    eps = {e["attempt"]: e for e in lake.read("episodes").to_pylist()}
+    sums = [s["logprob_sum"] for s in eps[0]["steps"]]
+    assert sums[0] == pytest.approx(-1.5) and sums[1] is None
+    assert sums[2] == pytest.approx(-3.5) and sums[3] == pytest.approx(-0.75)
+    assert [s["logprob_sum"] for s in eps[1]["steps"]] == pytest.approx([-1.5, -1.5, -0.75])
+
+
 def test_jsonl_and_parquet_of_the_same_attempts_are_the_same_episodes(lake) -> None:
     a = ingest_rollout_file(lake, EXAMPLES / "rollouts.jsonl")
     b = ingest_rollout_file(lake, EXAMPLES / "rollouts.parquet")
