@@ -44,7 +44,20 @@ def screen_actions(observation: str | None, instruction: str | None) -> list[str
         out.append(Action("click", x=x, y=y))
         if m["role"] == "list":
             out += [Action("scroll", x=x, y=y, direction=d) for d in ("down", "up")]
-    out += [Action("type", text=t) for t in _QUOTED.findall(instruction or "")]
+    out += [Action("type", text=t) for t in typed_texts(instruction).values()]
     out += [Action("finished", text=v) for v in _VALUE.findall(observation)]
     out += [Action("hotkey", key=k) for k in KEYS]
     return list(dict.fromkeys(format_action(a) for a in out))
+
+
+def typed_texts(instruction: str | None) -> dict[str, str]:
+    """The type actions the instruction offers (each quoted span) -> the text each types."""
+    return {format_action(Action("type", text=t)): t for t in _QUOTED.findall(instruction or "")}
+
+
+def appended(observation: str, text: str) -> bool:
+    """Whether typing `text` left it inside a longer field value and in no field whole: typing appends, so it went
+    into a field that was not empty (or not selected). A search never needs such a state (the field must be cleared
+    again before any quoted value fits it), and at a form's level 3 these states were most of what it tried."""
+    values = _VALUE.findall(observation)
+    return text not in values and any(text in v for v in values)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from training.explore import screen_actions
+from training.explore import appended, screen_actions, typed_texts
 from training.rollout import TaskInfo
 
 
@@ -59,15 +59,18 @@ def _start(info: TaskInfo) -> tuple[Any, str]:
 
 
 def _try(
-    copy_of: Callable[[], Any], obs: str, path: tuple, action: str, seen: set
+    copy_of: Callable[[], Any], obs: str, path: tuple, action: str, seen: set, typed: dict[str, str]
 ) -> tuple[Solution | None, tuple | None]:
     """One node: `action` in a fresh copy of the state. A pass is a solution; an unseen state is a child
-    (copy, screen, path) to queue; a failed end or a seen state is neither."""
+    (copy, screen, path) to queue; a failed end, a seen state or text typed onto a field's old value
+    (`explore.appended`; `typed`: the task's type actions -> their text) is neither."""
     copy = copy_of()
     nxt, done, _ = copy.step(action)
     steps = (*path, (obs, action))
     if done:
         return (Solution(tuple(o for o, _ in steps), tuple(a for _, a in steps)) if copy.verify()[0] else None), None
+    if action in typed and appended(nxt, typed[action]):
+        return None, None
     k = _key(copy, nxt)
     if k in seen:
         return None, None
@@ -80,7 +83,7 @@ def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
     The first action sequence whose episode ends with the verifier's pass is returned: a shortest one."""
     env, start = _start(info)
     queue: deque = deque([(env, start, ())])
-    seen, nodes = {_key(env, start)}, 0
+    seen, nodes, typed = {_key(env, start)}, 0, typed_texts(info.instruction)
     while queue:
         state, obs, path = queue.popleft()
         if len(path) >= info.step_limit:
@@ -90,7 +93,7 @@ def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
             if nodes >= max_nodes:
                 return Searched(None, nodes)
             nodes += 1
-            sol, child = _try(copy_of, obs, path, action, seen)
+            sol, child = _try(copy_of, obs, path, action, seen, typed)
             if sol is not None:
                 return Searched(sol, nodes)
             if child is not None:
@@ -112,6 +115,7 @@ def guided_solve(info: TaskInfo, prior: Prior, max_states: int = 100) -> Searche
     env, start = _start(info)
     heap: list = [(0.0, 0, env, start, ())]
     seen, nodes, expanded, tie = {_key(env, start)}, 0, 0, 1
+    typed = typed_texts(info.instruction)
     while heap and expanded < max_states:
         cost, _, state, obs, path = heapq.heappop(heap)
         if len(path) >= info.step_limit:
@@ -122,7 +126,7 @@ def guided_solve(info: TaskInfo, prior: Prior, max_states: int = 100) -> Searche
         copy_of = _copier(state)
         for action, lp in zip(actions, logp):
             nodes += 1
-            sol, child = _try(copy_of, obs, path, action, seen)
+            sol, child = _try(copy_of, obs, path, action, seen, typed)
             if sol is not None:
                 return Searched(sol, nodes)
             if child is not None:

@@ -67,6 +67,31 @@ def test_search_tells_apart_states_whose_screens_agree_but_whose_commits_differ(
     assert all(solve(t, max_nodes=2000).solution is None for t in tasks)
 
 
+def test_text_typed_onto_an_old_value_is_pruned_so_a_level_3_form_is_solved_within_the_budget(monkeypatch) -> None:
+    """Typing appends: a field holding 'DesignerChef' is never on a shortest path, and those states were most of what
+    the search tried on a form of level 3 (none solved in 5,000 nodes). Pruned, a level-3 form is solved within the
+    budget; without the pruning it is not (the test fails if the pruning stops mattering)."""
+    import training.search as search
+    from training.envs import training_tasks
+    from training.explore import appended
+
+    assert appended('textbox "Job" value="DesignerChef" (1,2)', "Chef")
+    assert not appended('textbox "Job" value="Chef" (1,2)\ntextbox "X" value="DesignerChef" (1,3)', "Chef")
+    assert not appended('textbox "Job" value="" (1,2)', "Chef")  # typed nowhere: the seen-state check's job
+    tasks = list(training_tasks(300, 321, families=("fill_form",), levels=(3,)))[:2]
+    assert len(tasks) == 2
+    for t in tasks:
+        r = solve(t, max_nodes=8000)
+        assert r.solution is not None and len(r.solution.actions) == 7, t.task_id
+        env = t.make_env()
+        env.reset()
+        for a in r.solution.actions:
+            _, done, _ = env.step(a)
+        assert done and env.verify()[0]
+    monkeypatch.setattr(search, "appended", lambda obs, text: False)
+    assert all(solve(t, max_nodes=8000).solution is None for t in tasks)
+
+
 def test_found_examples_are_batched_by_length_each_once_oldest_first_then_replayed() -> None:
     import random
     from collections import deque
