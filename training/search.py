@@ -51,11 +51,12 @@ def _copier(env: Any) -> Any:
     return f() if f is not None else env.clone
 
 
-def _start(info: TaskInfo) -> tuple[Any, str]:
+def _start(info: TaskInfo) -> tuple[Any, str, dict[str, str]]:
+    """The task's environment, its first screen, and its type actions -> the text each types (for `_try`)."""
     env = info.make_env()
     if getattr(env, "clone", None) is None:
         raise ValueError(f"task {info.task_id}: its environment cannot copy a state, so it cannot be searched")
-    return env, env.reset()
+    return env, env.reset(), typed_texts(info.instruction)
 
 
 def _try(
@@ -81,9 +82,9 @@ def _try(
 def solve(info: TaskInfo, max_nodes: int = 2000) -> Searched:
     """Breadth-first over distinct screens from the task's start; a node is one action tried in a copy of a state.
     The first action sequence whose episode ends with the verifier's pass is returned: a shortest one."""
-    env, start = _start(info)
+    env, start, typed = _start(info)
     queue: deque = deque([(env, start, ())])
-    seen, nodes, typed = {_key(env, start)}, 0, typed_texts(info.instruction)
+    seen, nodes = {_key(env, start)}, 0
     while queue:
         state, obs, path = queue.popleft()
         if len(path) >= info.step_limit:
@@ -112,10 +113,9 @@ def guided_solve(info: TaskInfo, prior: Prior, max_states: int = 100) -> Searche
     work. The first path whose episode the verifier passes is returned (not always a shortest one)."""
     from schemas.prompt import Turn
 
-    env, start = _start(info)
+    env, start, typed = _start(info)
     heap: list = [(0.0, 0, env, start, ())]
     seen, nodes, expanded, tie = {_key(env, start)}, 0, 0, 1
-    typed = typed_texts(info.instruction)
     while heap and expanded < max_states:
         cost, _, state, obs, path = heapq.heappop(heap)
         if len(path) >= info.step_limit:
