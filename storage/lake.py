@@ -8,6 +8,7 @@ optionally at an older Delta version (time travel for auditors).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -451,7 +452,9 @@ class Lake:
         if self.uri.scheme == "file":
             path = self.uri.key(rel)
             try:
-                pq.write_table(part, path, compression="snappy", write_statistics=_stat_columns(part.schema))
+                pq.write_table(
+                    part, path, compression=_compression(part.schema), write_statistics=_stat_columns(part.schema)
+                )
             except OSError as e:  # a full or read-only disk: one line, and no half-written file left behind
                 with contextlib.suppress(OSError):
                     os.remove(path)
@@ -461,7 +464,9 @@ class Lake:
             size = os.path.getsize(path)
         else:
             sink = pa.BufferOutputStream()
-            pq.write_table(part, sink, compression="snappy", write_statistics=_stat_columns(part.schema))
+            pq.write_table(
+                part, sink, compression=_compression(part.schema), write_statistics=_stat_columns(part.schema)
+            )
             buf = sink.getvalue()
             self.objects.put_bytes(rel, buf.to_pybytes())
             size = buf.size
@@ -510,6 +515,24 @@ def _split(batch: pa.Table, target_bytes: int) -> list[pa.Table]:
 
 
 _STAT_CHARS = 64
+
+#: Columns of random hex digests (content-hash episode ids, exact-dedup keys). Snappy cannot shrink hex much: on a
+#: routing chunk's verdicts (1.6M rows) it saved 11% of the file and took half the write's CPU (0.39 -> 0.20 CPU-s
+#: uncompressed), so these columns are written uncompressed.
+DIGEST_COLUMNS = frozenset({"episode_id", "content_key"})
+
+
+@functools.lru_cache(maxsize=64)
+def _compression(schema: pa.Schema) -> str | dict[str, str]:
+    """Snappy, except the digest columns: a per-column codec for every Parquet leaf (a leaf the dict leaves out
+    is written uncompressed), the leaves' paths taken from the file an empty table of this schema makes."""
+    if not DIGEST_COLUMNS.intersection(schema.names):
+        return "snappy"
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    leaves = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    paths = [leaves.column(i).path for i in range(len(leaves))]
+    return {p: "none" if p in DIGEST_COLUMNS else "snappy" for p in paths}
 
 
 def _stat_columns(schema: pa.Schema) -> list[str]:

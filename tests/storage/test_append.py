@@ -99,3 +99,18 @@ def test_written_files_are_plain_delta_with_stats(lake) -> None:
     # objects are content-addressed: the same bytes are stored once, under their hash
     u1, u2 = lake.objects.put_object(b"\x89PNG same", ".png"), lake.objects.put_object(b"\x89PNG same", ".png")
     assert u1 == u2 and lake.objects.get_object(u1) == b"\x89PNG same"
+
+
+def test_digest_columns_are_written_uncompressed_and_the_rest_snappy(lake) -> None:
+    """Random hex ids gain ~10% from snappy at half a verdicts write's CPU: they are stored plain, every other leaf
+    (nested ones included) compressed, and the rows read back the same."""
+    import pyarrow.parquet as pq
+
+    eps = episodes(6, round=1)
+    lake.append("episodes", eps)
+    (path,) = lake.delta("episodes").file_uris()
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    codecs = {meta.column(i).path_in_schema: meta.column(i).compression for i in range(meta.num_columns)}
+    assert codecs.pop("episode_id") == "UNCOMPRESSED"
+    assert set(codecs.values()) == {"SNAPPY"} and any(p.startswith("steps.") for p in codecs)
+    assert lake.read("episodes").sort_by("episode_id").column("episode_id").to_pylist() == sorted(ids(eps))
