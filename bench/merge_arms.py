@@ -16,7 +16,8 @@ McNemar tests on the same tasks:
 specialist practises by search and imitation for S seconds instead (training/search_practice.py), joint for 2 S. The worlds are the
 round config example's (examples/round-specialists.toml): forms (fill_form, checkboxes) and menus (menu_path,
 scroll_find, click_button). The world-subset rule (the same 490 expert episodes, split by family) means neither
-specialist sees data the joint run does not.
+specialist sees data the joint run does not; `--rehearse-all` gives each specialist both shares as its rehearsal
+(what a round's specialists get: the round's whole SFT pile), while it still practises only its own world.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def main(
     rehearsal_steps: int = typer.Option(0, help="copying steps after each RL update (RLConfig.rehearsal_steps)"),
     pg_coef: float = typer.Option(1.0, help="RLConfig.pg_coef: 0 is the control (acting and rehearsal, no RL loss)"),
     specialists_only: bool = typer.Option(False, help="train and evaluate the base and the specialists only"),
+    rehearse_all: bool = typer.Option(
+        False,
+        help="each specialist rehearses the whole cold start's expert examples (both worlds), as a round's "
+        "specialists rehearse the round's whole SFT pile; it still practises only its own world",
+    ),
     search: float = typer.Option(
         0.0,
         help="practise by search and imitation for this many seconds a specialist "
@@ -79,7 +85,7 @@ def main(
                          rehearsal_steps=rehearsal_steps, pg_coef=pg_coef)[1]  # fmt: skip
 
     for w in names:
-        practise(w, WORLDS[w], items[w], iterations)
+        practise(w, WORLDS[w], items[names[0]] + items[names[1]] if rehearse_all else items[w], iterations)
     if not specialists_only:
         practise("joint", tuple(x for w in names for x in WORLDS[w]), items[names[0]] + items[names[1]], 2 * iterations)
         for a in GRID:

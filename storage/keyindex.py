@@ -74,6 +74,16 @@ def _decode_hex(keys: pa.Array) -> tuple[np.ndarray, bool]:
     return np.frombuffer(raw, "<u8").reshape(n, 2).astype(np.uint64), raw.hex().encode() == text
 
 
+def hex_words(keys: pa.Array) -> np.ndarray | None:
+    """key_words of keys that are all 32 lower-case hex digits (content-hash ids), else None (any other key, or a
+    null): for callers that take a fast path on such keys and fall back on anything else."""
+    try:
+        words, lower = _decode_hex(keys.cast(pa.string()))
+    except ValueError:
+        return None
+    return words if lower else None
+
+
 def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A 128-bit hash per key string, as (n, 2) uint64 words; the same key always gives the same words.
 
@@ -123,21 +133,29 @@ def _md5_words(keys: pa.Array) -> np.ndarray:
 
 
 def sort_words(words: np.ndarray) -> np.ndarray:
-    """Rows sorted by (high, low), as every sidecar and lookup run is. One sort on the high word, then the rows
-    that tie on it sorted by both (2-3x faster than a two-key lexsort on hash keys, where ties are rare); keys
-    that mostly share high words take the lexsort."""
+    """Rows sorted by (high, low), as every sidecar and lookup run is."""
     if len(words) < 2:
         return np.ascontiguousarray(words, dtype=np.uint64).reshape(-1, 2)
-    s = words[np.argsort(words[:, 0])]
-    tie = s[1:, 0] == s[:-1, 0]
+    return np.ascontiguousarray(words[sort_order(words)])
+
+
+def sort_order(words: np.ndarray) -> np.ndarray:
+    """The row order that sorts (n, 2) words by (high, low). One sort on the high word, then the rows that tie on it
+    sorted by both (2-3x faster than a two-key lexsort on hash keys, where ties are rare); keys that mostly share
+    high words take the lexsort."""
+    if len(words) < 2:
+        return np.arange(len(words))
+    order = np.argsort(words[:, 0])
+    hi = words[order, 0]
+    tie = hi[1:] == hi[:-1]
     n_tied = int(np.count_nonzero(tie))
     if n_tied > len(words) // 8:
-        return np.ascontiguousarray(words[np.lexsort((words[:, 1], words[:, 0]))])
+        return np.lexsort((words[:, 1], words[:, 0]))
     if n_tied:
         t = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # the tied rows: blocks in high-word order
-        sub = s[t]
-        s[t] = sub[np.lexsort((sub[:, 1], sub[:, 0]))]
-    return s
+        sub = order[t]
+        order[t] = sub[np.lexsort((words[sub, 1], words[sub, 0]))]
+    return order
 
 
 def contains(runs: Iterable[np.ndarray], words: np.ndarray) -> np.ndarray:

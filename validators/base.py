@@ -264,11 +264,15 @@ class Validator:
         batch = EpisodeBatch.of(table)
         out = self._check(batch)
         failed = np.asarray(out.failed, dtype=bool)
+        mask = pa.array(failed)
         if isinstance(out.reason, str):
-            reason: pa.Array = pc.if_else(pa.array(failed), out.reason, OK)
+            reason: pa.Array = pc.if_else(mask, out.reason, OK)
+            given = {out.reason} if failed.any() else set()
         else:
-            reason = pc.if_else(pa.array(failed), pa.array(out.reason, type=pa.string()), OK)
-        unknown = set(pc.unique(reason).to_pylist()) - set(self.codes) - {OK}
+            codes = out.reason if isinstance(out.reason, pa.Array) else pa.array(out.reason, type=pa.string())
+            reason = pc.if_else(mask, codes, OK)
+            given = set(pc.unique(codes.filter(mask)).to_pylist())  # the failed episodes' codes only
+        unknown = given - set(self.codes) - {OK}
         if unknown:  # a programming error, never bad data: codes are a fixed, documented set
             raise AssertionError(f"validator {self.name} produced undeclared reason code(s) {sorted(unknown)}")
         score = out.score if out.score is not None else np.where(failed, 0.0, 1.0)

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from schemas.actions import MAX_COORD
 from schemas.records import SOURCES
+from storage.keyindex import hex_words, sort_order
 from storage.lake import content_id
 
 SUITE = "episodes_batch"
@@ -74,6 +75,16 @@ def batch_id(ids: pa.Array | pa.ChunkedArray) -> str:
     Arrow buffer instead of a million Python strings)."""
     if not len(ids):
         return content_id("empty")
+    flat = (ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids).cast(pa.string())
+    words = hex_words(flat)
+    if words is not None:  # content-hash ids: sorted as 128-bit numbers, 2x faster than Arrow's string sort
+        be = words.byteswap()  # each half as the text spells it (big-endian): their order is the text's
+        order = sort_order(be)
+        off = np.frombuffer(flat.buffers()[1], np.int32, len(flat) + 1, flat.offset * 4)
+        text = np.frombuffer(flat.buffers()[2], np.uint8)[off[0] : off[-1]].reshape(-1, 32)
+        rows = np.full((len(flat), 33), 0x1F, np.uint8)  # "<id>\x1f" each, as below
+        rows[:, :32] = text[order]
+        return hashlib.sha256(rows.data).hexdigest()[:32]
     s = pc.take(ids, pc.sort_indices(ids))
     s = s.combine_chunks() if isinstance(s, pa.ChunkedArray) else s
     joined = pc.binary_join_element_wise(pc.fill_null(s.cast(pa.string()), "None"), "", "\x1f")  # "<id>\x1f" each

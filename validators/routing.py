@@ -154,9 +154,8 @@ def decide(
     is used instead of the fresh one, so a repairing run decides exactly as the interrupted one did, and it is left
     out of the returned verdict rows (it is stored already). `now`: the verdicts' validated_at (one per run).
     """
-    sources = batch.col("source").to_pylist() if batch.n else []
-    uniq = sorted(set(sources))
     src_arr = batch.col("source")
+    uniq = sorted(pc.unique(src_arr).to_pylist()) if batch.n else []
     passed = np.ones(batch.n, dtype=bool)
     fail_ep: list[np.ndarray] = []
     fail_order: list[np.ndarray] = []
