@@ -4,6 +4,7 @@ import os
 
 import pyarrow as pa
 
+from core.allocator import tune_allocator
 from storage.delta import conform
 from storage.errors import LakeError, SchemaError
 from storage.lake import Lake, content_id
@@ -29,3 +30,4 @@ def _use_jemalloc() -> None:
 
 
 _use_jemalloc()
+tune_allocator()  # glibc's side of the same: numpy's and Python's large buffers (core/allocator.py)

@@ -50,14 +50,3 @@ def test_create_policy_warms_up_a_fresh_model_only_when_configured(lake) -> None
     a = torch.cat([p.detach().flatten() for p in cold.model.parameters()])
     b = torch.cat([p.detach().flatten() for p in warm.model.parameters()])
     assert a.shape == b.shape and not torch.equal(a, b)
-
-
-def test_training_tunes_glibc_malloc_once() -> None:
-    """training/allocator.py: applied on import of `training` (Linux/glibc), idempotent."""
-    import sys
-
-    import training  # noqa: F401 - the import applies it
-    from training.allocator import tune_allocator
-
-    if sys.platform.startswith("linux"):
-        assert tune_allocator() is True and tune_allocator() is True
