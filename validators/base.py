@@ -269,9 +269,9 @@ class Validator:
             reason: pa.Array = pc.if_else(mask, out.reason, OK)
             given = {out.reason} if failed.any() else set()
         else:
-            codes = out.reason if isinstance(out.reason, pa.Array) else pa.array(out.reason, type=pa.string())
-            reason = pc.if_else(mask, codes, OK)
-            given = set(pc.unique(codes.filter(mask)).to_pylist())  # the failed episodes' codes only
+            reasons = out.reason if isinstance(out.reason, pa.Array) else pa.array(out.reason, type=pa.string())
+            reason = pc.if_else(mask, reasons, OK)
+            given = set(pc.unique(reasons.filter(mask)).to_pylist())  # the failed episodes' codes only
         unknown = given - set(self.codes) - {OK}
         if unknown:  # a programming error, never bad data: codes are a fixed, documented set
             raise AssertionError(f"validator {self.name} produced undeclared reason code(s) {sorted(unknown)}")
