@@ -230,12 +230,15 @@ def _pink_noise(seconds: float) -> np.ndarray:
 def test_speech_asr_gave_no_words_is_flagged_with_its_language_not_no_speech() -> None:
     """Where voice activity has no recognised words (what tiny.en, primed, makes of French), the multilingual
     identifier names its language: French -> other_language fr; English -> unrecognised_speech; silence and
-    pink noise have no voice activity and give nothing (they stay no_speech)."""
+    pink noise have no voice activity and give nothing (they stay no_speech). The French sentence is one the
+    identifier is sure of (fr 0.95): on espeak's French voice Whisper base's identification is weak and varies by
+    machine (the corpus's "Maintenant je clique sur le bouton en haut." scored en 0.53 on one host and fr on
+    another), and this test is about what is done with the identified language, not about the identifier."""
     if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
         pytest.skip("espeak-ng and sox are needed")
     cfg = asr.AsrConfig()
     gap = np.zeros(16000, dtype=np.float32)
-    fr = np.concatenate([gap, synthesize("Maintenant je clique sur le bouton en haut.", voice="fr"), gap])
+    fr = np.concatenate([gap, synthesize("Je clique sur le bouton Enregistrer.", voice="fr"), gap])
     en = np.concatenate([gap, synthesize("Now I click the button at the top.", voice="en-us"), gap])
     (f,) = unheard_speech(fr, [], cfg, channel=1)  # as if ASR had written nothing
     assert unheard_speech(fr, [], cfg, channel=1) == [f]  # the same audio gives the same answer
