@@ -16,6 +16,10 @@ from flywheel.commands.common import LakeOpt
 from validators.rounds import RoundRecord
 
 MARKER = ".flywheel-demo"
+#: The search RL stage's seconds a round in the sandbox demo. Measured on 2 idle cores (docs/training.md, runs l and
+#: m): 150 s gave RL +12.5 and +8.9 points in rounds 1-2 (p < 0.001) and round 3 level with the PPO demo (51.4 vs
+#: 52.5%, p = 0.79), in 19.1 min; with PPO's 6 steps a round RL added nothing (p >= 0.06 in every round).
+DEMO_SEARCH_S = 150.0
 
 
 def _pct(x: float | None) -> str:
@@ -128,15 +132,15 @@ def demo(
         ),
     ] = None,
     rl: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--rl",
-            help="The RL stage: joint (policy-gradient RL, one PPO iteration) or search (practice by search and imitation, --rl-seconds a round; sandbox only).",
+            help="The RL stage: search (practice by search and imitation, --rl-seconds a round; the default on the sandbox) or joint (policy-gradient RL, one PPO iteration; the default on MiniWoB++, whose browser cannot copy a state).",
         ),
-    ] = "joint",
+    ] = None,
     rl_seconds: Annotated[
         float, typer.Option("--rl-seconds", min=1, help="Wall time of the search RL stage per round.")
-    ] = 90.0,
+    ] = DEMO_SEARCH_S,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
     data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then rounds
@@ -161,6 +165,7 @@ def demo(
     cfg = round_config(
         env, _tasks_arg(tasks), quick_sizes=quick, people="scripted", annotate=annotate, precision=precision
     )
+    rl = rl or ("search" if env == "sandbox" else "joint")
     if rl not in ("joint", "search"):
         raise ValueError(f"--rl is joint or search, not {rl!r}")
     if rl == "search":  # RoundConfig refuses a world that cannot copy a state

@@ -154,6 +154,7 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
     assert [x.round for x in recs] == [0, 1, 2] and all(x.status("summary") == "done" for x in recs)
     last = recs[-1]
     assert last.config == recs[1].config and last.landing == recs[1].landing  # the demo's own, not the defaults
+    assert last.config["rl_mode"] == "search" and [x.rl_mode for x in recs[1:]] == ["search", "search"]  # sandbox
     assert last.annotation.get("episodes") == 4 and last.status("sample") == "done"  # scripted people played
     assert Lake.open(lake).count("episodes") == n_before + last.n_new  # the landing's old files added nothing
     for x in recs[1:]:  # RL's own share: its base (the SFT checkpoint) on the same held-out tasks, paired

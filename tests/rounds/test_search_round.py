@@ -21,7 +21,7 @@ EXAMPLE = REPO / "examples" / "round-search.toml"
 def test_the_documented_search_example_loads_and_a_world_without_state_copies_is_refused() -> None:
     cfg = load_round_config(EXAMPLE)
     assert (
-        cfg.rl_mode == "search" and cfg.flywheel.search.time_budget_s == 120 and cfg.flywheel.search.max_nodes == 5000
+        cfg.rl_mode == "search" and cfg.flywheel.search.time_budget_s == 150 and cfg.flywheel.search.max_nodes == 5000
     )
     assert cfg.flywheel.rl == RoundConfig().flywheel.rl
     blocks = re.findall(r"```toml\n(.*?)```", (REPO / "docs" / "training.md").read_text(), re.S)
