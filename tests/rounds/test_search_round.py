@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flows.config import RoundConfig, load_round_config
+from flywheel.commands.demo import DEMO_SEARCH_S
 from tests.rounds.conftest import REPO
 from tests.rounds.helpers import round_cmd, run_cmd, setup_round, write_config
 
@@ -21,7 +22,9 @@ EXAMPLE = REPO / "examples" / "round-search.toml"
 def test_the_documented_search_example_loads_and_a_world_without_state_copies_is_refused() -> None:
     cfg = load_round_config(EXAMPLE)
     assert (
-        cfg.rl_mode == "search" and cfg.flywheel.search.time_budget_s == 150 and cfg.flywheel.search.max_nodes == 5000
+        cfg.rl_mode == "search"
+        and cfg.flywheel.search.time_budget_s == DEMO_SEARCH_S == 150
+        and cfg.flywheel.search.max_nodes == 5000
     )
     assert cfg.flywheel.rl == RoundConfig().flywheel.rl
     blocks = re.findall(r"```toml\n(.*?)```", (REPO / "docs" / "training.md").read_text(), re.S)
