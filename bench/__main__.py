@@ -4,6 +4,12 @@ file as in a terminal) and the figures to bench/results.json (BENCH_RESULTS over
 
 `python -m bench [NAME...]` runs only the named modules (e.g. `python -m bench lake`);
 `python -m bench compare OLD.json NEW.json` prints each figure of both runs side by side.
+
+Each module runs in a fresh Python process (`python -m bench --one NAME OUT.json`): no module measures in the heap,
+threads, allocator tuning and imports the ones before it left (in one process the RSS had reached 4.6 GB by
+bench_practice, and the routing figure depended on whether an earlier module had imported `training`), and a module
+that crashes its process (a segfault, the OOM killer) is reported as an error like one that raises while the others
+go on. What several modules build once (the practice cold start) goes in a folder shared by the run (SHARED_ENV).
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ import os
 import pkgutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import bench
-from bench.common import console, figure_line, load, print_figures, quick
+from bench.common import SHARED_ENV, Figure, console, figure_line, load, print_figures, quick
 from core.process import leave
 
 RESULTS = Path(__file__).with_name("results.json")
@@ -42,9 +50,35 @@ def _say(line: str) -> None:
     console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def one(name: str, out: str) -> int:
+    """The child's side: run one module and write its figures (or its error) as JSON to `out`."""
+    try:
+        figures = importlib.import_module(f"bench.{name}").run()
+    except Exception as e:  # noqa: BLE001 - reported by the parent as this module's error
+        traceback.print_exc()
+        Path(out).write_text(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        return 1
+    Path(out).write_text(json.dumps({"figures": [asdict(f) for f in figures]}))
+    return 0
+
+
+def isolated(name: str) -> list[Figure]:
+    """Run bench module `name` in a fresh process (its output goes straight to ours); its figures, or RuntimeError
+    with the module's error or the process's exit status."""
+    with tempfile.TemporaryDirectory(prefix="bench-one-") as d:
+        out = Path(d) / "figures.json"
+        rc = subprocess.run([sys.executable, "-m", "bench", "--one", name, str(out)]).returncode
+        got = json.loads(out.read_text()) if out.exists() else {}
+    if "figures" in got:
+        return [Figure(**f) for f in got["figures"]]
+    raise RuntimeError(got.get("error") or f"the module's process ended with exit status {rc} and no figures")
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["compare"]:
         return compare(*argv[1:3])
+    if argv[:1] == ["--one"] and len(argv) == 3:
+        return one(argv[1], argv[2])
     names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
     if argv:
         names = [n for n in names if n.removeprefix("bench_") in argv or n in argv]
@@ -60,13 +94,14 @@ def main(argv: list[str]) -> int:
     }
     lines: list[str] = []
     failed = 0
+    shared = tempfile.TemporaryDirectory(prefix="bench-shared-")  # what modules build once for all (cold start)
+    os.environ.setdefault(SHARED_ENV, shared.name)
     for name in names:
         console.rule(name)
         t0 = time.perf_counter()
         try:
-            figures = importlib.import_module(f"bench.{name}").run()
+            figures = isolated(name)
         except Exception as e:  # noqa: BLE001 - one broken benchmark must not hide the others
-            traceback.print_exc()
             failed += 1
             results["modules"][name] = {"s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"}
             lines.append(f"{name}: ERROR {type(e).__name__}: {e}")
@@ -76,6 +111,7 @@ def main(argv: list[str]) -> int:
         lines += [figure_line(name, f) for f in figures]
         results["figures"] += [{"module": name, **f.as_dict()} for f in figures]
         failed += sum(1 for f in figures if f.ok is False)
+    shared.cleanup()
     wall = time.perf_counter() - t_start
     results.update(wall_s=wall, load_end=load(), failed=failed)
     out = Path(os.environ.get("BENCH_RESULTS", RESULTS))

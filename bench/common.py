@@ -11,7 +11,12 @@ from typing import Any
 
 from core.console import console
 
-__all__ = ["Figure", "best_of", "console", "figure_line", "load", "print_figures", "quick", "timer"]
+__all__ = ["SHARED_ENV", "Figure", "best_of", "console", "figure_line", "load", "print_figures", "quick", "shared_folder",
+           "timer"]  # fmt: skip
+
+#: A folder `python -m bench` makes for the run and removes after it: what several modules build once (the cold
+#: start), now that each module runs in a process of its own.
+SHARED_ENV = "BENCH_SHARED_DIR"
 
 
 def load() -> float:
@@ -45,6 +50,16 @@ class Figure:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio, "ok": self.ok}
+
+
+def shared_folder(name: str) -> str | None:
+    """`name` inside the run's shared folder (created), or None outside a `python -m bench` run."""
+    root = os.environ.get(SHARED_ENV)
+    if not root:
+        return None
+    path = os.path.join(root, name)
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def quick() -> bool:
