@@ -226,7 +226,7 @@ def run() -> list[Figure]:
         Figure("practice: tasks solved by search per second", info["solved"] / max(rl_s, 1e-9), 1.0, "tasks/s",
                note=f"{info['solved']} of {info['tasks']} fresh tasks solved {info['solved_by_level']} of "
                     f"{info['tried_by_level']} tried by level; {info['examples']} examples; {info['steps']} steps "
-                    f"({info['replayed_steps']} replayed)"),
+                    f"({info['replayed_steps']} replayed, {info['alone_steps']} with no search out)"),
     ]  # fmt: skip
 
 

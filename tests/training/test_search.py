@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import torch
 
 from tests.training.test_explore import ThreeButtons, _go_rate, three_button_tasks
 from tests.training.test_practice import _biased_policy
@@ -179,6 +180,27 @@ def test_practice_by_search_in_a_worker_process_trains_on_what_the_worker_found(
     info = train_by_search(tiny_policy, lambda n, s: _sandbox_tasks(n, (1, 2))[:n], cfg, rehearsal=None)
     assert info["steps"] == 30 and info["examples"] > 0 and info["solved"] > 0
     assert any(not (v == before[k]).all() for k, v in tiny_policy.model.state_dict().items())
+
+
+def test_a_worker_search_waits_while_the_learner_has_a_backlog_and_the_learner_takes_every_core(tiny_policy) -> None:
+    """Gated (`backlog_steps`): the search is held back while found examples wait, and the learner's steps meanwhile
+    run on `alone_threads`; non-stop (None): every step runs beside a search. Torch's threads are restored after."""
+    from training.search_practice import train_by_search
+
+    threads = torch.get_num_threads()
+    got = {}
+    for backlog in (1.0, None):
+        cfg = SearchPracticeConfig(time_budget_s=600, max_steps=24, tasks_per_batch=8, workers=1, batch_size=4,
+                                   max_nodes=400, backlog_steps=backlog, alone_threads=2)  # fmt: skip
+        got[backlog] = train_by_search(tiny_policy, lambda n, s: _sandbox_tasks(n, (1, 2))[:n], cfg)
+        assert torch.get_num_threads() == threads
+    gated, nonstop = got[1.0], got[None]
+    assert gated["steps"] == nonstop["steps"] == 24 and gated["examples"] > 0
+    assert gated["alone_steps"] > 0 and nonstop["alone_steps"] == 0
+    # held back, the search found about what the learner trained on (4 a step, plus the batch out at the end)
+    fresh = 4 * (gated["steps"] - gated["replayed_steps"])
+    assert gated["examples"] <= fresh + 2 * max(st["examples"] for st in gated["iterations"])
+    assert len(gated["iterations"]) < len(nonstop["iterations"])
 
 
 def test_practice_by_search_keeps_searching_when_it_has_given_up_on_every_level(tiny_policy) -> None:
