@@ -94,24 +94,23 @@ def main(argv: list[str]) -> int:
     }
     lines: list[str] = []
     failed = 0
-    shared = tempfile.TemporaryDirectory(prefix="bench-shared-")  # what modules build once for all (cold start)
-    os.environ.setdefault(SHARED_ENV, shared.name)
-    for name in names:
-        console.rule(name)
-        t0 = time.perf_counter()
-        try:
-            figures = isolated(name)
-        except Exception as e:  # noqa: BLE001 - one broken benchmark must not hide the others
-            failed += 1
-            results["modules"][name] = {"s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"}
-            lines.append(f"{name}: ERROR {type(e).__name__}: {e}")
-            continue
-        results["modules"][name] = {"s": time.perf_counter() - t0}
-        print_figures(name, figures)
-        lines += [figure_line(name, f) for f in figures]
-        results["figures"] += [{"module": name, **f.as_dict()} for f in figures]
-        failed += sum(1 for f in figures if f.ok is False)
-    shared.cleanup()
+    with tempfile.TemporaryDirectory(prefix="bench-shared-") as shared:  # what modules build once (cold start)
+        os.environ.setdefault(SHARED_ENV, shared)
+        for name in names:
+            console.rule(name)
+            t0 = time.perf_counter()
+            try:
+                figures = isolated(name)
+            except Exception as e:  # noqa: BLE001 - one broken benchmark must not hide the others
+                failed += 1
+                results["modules"][name] = {"s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"}
+                lines.append(f"{name}: ERROR {type(e).__name__}: {e}")
+                continue
+            results["modules"][name] = {"s": time.perf_counter() - t0}
+            print_figures(name, figures)
+            lines += [figure_line(name, f) for f in figures]
+            results["figures"] += [{"module": name, **f.as_dict()} for f in figures]
+            failed += sum(1 for f in figures if f.ok is False)
     wall = time.perf_counter() - t_start
     results.update(wall_s=wall, load_end=load(), failed=failed)
     out = Path(os.environ.get("BENCH_RESULTS", RESULTS))
