@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
+from training.attention import TRAIN_ATTENTION, attention
 from training.prompt import Encoded, Turn, encode_examples, render_answer, render_prompt
 
 #: Columns a training job needs from a pile, and the step fields of `steps` it reads (episode_examples).
@@ -174,7 +175,8 @@ def trunk_hidden(model, ids: torch.Tensor, images: Sequence[bytes] | None = None
     reads each row's screenshot."""
     if images is not None:
         return model.hidden(ids, images)
-    return model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
+    with attention(model, TRAIN_ATTENTION):
+        return model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
 
 
 def masked_nll(model, batch: Batch) -> torch.Tensor:  # noqa: ANN001
@@ -184,7 +186,7 @@ def masked_nll(model, batch: Batch) -> torch.Tensor:  # noqa: ANN001
     that skips most of the LM head's work (and all of it is wasted on positions the mask zeroes anyway).
     """
     # Batches are right-padded, so under the causal mask no real token ever attends to a pad: the padding mask
-    # changes nothing the loss reads, and leaving it out keeps attention on the fast causal kernel.
+    # changes nothing the loss reads, and leaving it out keeps attention causal only (training/attention.py).
     hidden = trunk_hidden(model, batch.input_ids, batch.images)
     head = model.get_output_embeddings()
     m = batch.loss_mask[:, 1:] > 0

@@ -16,6 +16,8 @@ from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from training.attention import attention
+
 #: The attention the sampler runs under: SDPA, except for one-token queries (every decoding step after the prompt).
 DECODE_ATTENTION = "flywheel_decode"
 
@@ -139,14 +141,8 @@ def _unique_rows(prompts: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]],
 
 
 def _sample_batch(model, tokenizer, prompts, max_new_tokens, temperature, generator) -> list[Sample]:  # noqa: ANN001
-    attn = getattr(model.config, "_attn_implementation", None)
-    if attn != "sdpa":  # another attention (eager, a VLM's) is left as it is
+    with attention(model, DECODE_ATTENTION):  # another attention (eager, a VLM's) is left as it is
         return _decode(model, tokenizer, prompts, max_new_tokens, temperature, generator)
-    model.config._attn_implementation = DECODE_ATTENTION
-    try:
-        return _decode(model, tokenizer, prompts, max_new_tokens, temperature, generator)
-    finally:
-        model.config._attn_implementation = attn
 
 
 def _decode(model, tokenizer, prompts, max_new_tokens, temperature, generator) -> list[Sample]:  # noqa: ANN001

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from training.attention import TRAIN_ATTENTION, attention
+
 #: bf16 must be this much faster (time ratio) to be chosen: within noise, fp32 is the safer numerics.
 MARGIN = 0.95
 _LOCK = threading.Lock()
@@ -59,7 +61,7 @@ def _cpu_name() -> str:
 
 def machine_key(model: torch.nn.Module, batch: int, seq: int) -> str:
     n = sum(p.numel() for p in model.parameters())
-    return f"{_cpu_name()}|{os.cpu_count()}cpu|{torch.get_num_threads()}thr|torch{torch.__version__}|{n}p|{batch}x{seq}"
+    return f"{_cpu_name()}|{os.cpu_count()}cpu|{torch.get_num_threads()}thr|torch{torch.__version__}|{TRAIN_ATTENTION}|{n}p|{batch}x{seq}"
 
 
 def _time_steps(model: torch.nn.Module, ids: torch.Tensor, bf16: bool, steps: int) -> float:
@@ -67,7 +69,7 @@ def _time_steps(model: torch.nn.Module, ids: torch.Tensor, bf16: bool, steps: in
     dev = ids.device.type
     t0 = time.perf_counter()
     for _ in range(steps):
-        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16), attention(model, TRAIN_ATTENTION):
             out = model(input_ids=ids)
             loss = out.logits.float().mean()
         loss.backward()
