@@ -8,6 +8,9 @@ Figures (ratios against a baseline measured in the same run):
 - priming's cost: the same ASR path with priming off, interleaved with the primed runs (no target).
 - the rest of ingestion: ASR seconds / (reading + event reduction + screenshots + alignment + cleanup + PII
   seconds) on the same session; >= 5x means the rest costs < 20% of the ASR time.
+- torch after ingestion: the share of the cores that SFT steps of the demo's model use in this process after the
+  batch (its Whisper model released, ingest.asr.batch_models) against before any ASR ran; a live CTranslate2
+  model left torch's parallel regions waiting (160% of 2 cores against 197%, steps 1.2x slower).
 """
 
 from __future__ import annotations
@@ -20,8 +23,24 @@ from pathlib import Path
 from bench.common import Figure, quick
 
 
+def _torch_share() -> tuple[float, float]:
+    """(share of the cores used, seconds per step) over SFT steps of the demo's model (flows.budget.calibrate)."""
+    import os
+    import resource
+
+    from flows.budget import calibrate
+    from flows.config import round_config
+
+    cfg = round_config("sandbox", None, people="scripted")
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    step_s = calibrate(cfg, steps=5 if quick() else 15)[0]
+    r1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return cpu / wall / (os.cpu_count() or 1), step_s
+
+
 def run() -> list[Figure]:
-    from ingest.asr import AsrConfig, load_audio
+    from ingest.asr import AsrConfig, batch_models, load_audio
     from ingest.channels import transcribe_channels
     from ingest.priming import vocabulary_prompt
     from ingest.think_aloud import IngestOptions, process_input
@@ -30,7 +49,8 @@ def run() -> list[Figure]:
 
     if shutil.which("espeak-ng") is None:
         raise RuntimeError("espeak-ng is needed to synthesise the benchmark session (apt-get install espeak-ng)")
-    with tempfile.TemporaryDirectory() as d:
+    share0, step0 = _torch_share()  # before any ASR in this process
+    with tempfile.TemporaryDirectory() as d, batch_models():
         tmp = Path(d)
         bundle = scripted.build(tmp / "bench-session")
         reps = 1 if quick() else 3
@@ -50,6 +70,7 @@ def run() -> list[Figure]:
             o = process_input(bundle, lk, 0, IngestOptions())  # the whole session: open, read, ..., PII
             rest.append(time.perf_counter() - t0 - o.timings["asr_s"])
         rest_s = min(rest)
+    share1, step1 = _torch_share()  # after the batch, its model released
     return [
         Figure("ASR speed vs real time (tiny.en, primed, channel check, language gate)", audio_s / asr_s, 1.0,
                "x real time", target=10.0,
@@ -58,4 +79,7 @@ def run() -> list[Figure]:
                "x real time", note=f"unprimed {plain_s:.2f} s; priming's cost, no target"),
         Figure("ASR time vs the rest of a session's ingestion", asr_s, rest_s, "s", target=5.0,
                note=f"rest (open, read, events, screenshots, align, cleanup, PII) {rest_s * 1000:.0f} ms; target: rest < 20% of ASR"),
+        Figure("torch after an ingestion batch vs before it (same process, share of the cores in SFT steps)",
+               100 * share1, 100 * share0, "% of cores", target=0.95,
+               note=f"an SFT step {step1:.3f} s after, {step0:.3f} s before (timings, no target)"),
     ]  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from ingest.asr import batch_models
 from ingest.think_aloud import IngestOptions, Outcome, land_outcomes, process_input, stage_landing
 from storage.lake import Lake
 
@@ -38,7 +39,7 @@ def ingest_think_aloud(landing: str, lake: str | None = None, round: int = 0) ->
     lake_uri = lake or get_settings().lake
     Lake.open(lake_uri, create=True)
     opts = IngestOptions.from_settings()
-    with tempfile.TemporaryDirectory(prefix="flywheel-landing-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flywheel-landing-") as tmp, batch_models():
         inputs = stage_landing(landing, Path(tmp))
         log.info("ingest_think_aloud: %d input(s) under %s", len(inputs), landing)
         futures = [ingest_session.submit(p, uri, lake_uri, round, opts) for p, uri in inputs]

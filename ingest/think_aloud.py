@@ -38,7 +38,7 @@ from ingest.archives import (  # re-exported: callers name them as think_aloud's
     kind_of,
     open_input,
 )
-from ingest.asr import UNRECOGNISED, AsrConfig, AudioError, Transcript, load_audio
+from ingest.asr import UNRECOGNISED, AsrConfig, AudioError, Transcript, batch_models, load_audio
 from ingest.channels import transcribe_channels
 from ingest.events import TimedAction, parse_jsonl, reduce_events, to_table, validate
 from ingest.formats.bundle import MANIFEST, BundleManifest, load_schema
@@ -541,11 +541,12 @@ def ingest_paths(
     """Discover inputs under `paths`, process each, land the batch. Idempotent."""
     opts = opts or IngestOptions.from_settings()
     outcomes = []
-    for p in discover(paths):
-        o = process_input(p, lake, round, opts)
-        outcomes.append(o)
-        if progress:
-            progress(p, o)
+    with batch_models():
+        for p in discover(paths):
+            o = process_input(p, lake, round, opts)
+            outcomes.append(o)
+            if progress:
+                progress(p, o)
     res = land_outcomes(lake, outcomes, round)
     res.extra["inputs"] = len(outcomes)
     res.extra["skipped_already_landed"] = sum(1 for o in outcomes if o.timings.get("skipped"))

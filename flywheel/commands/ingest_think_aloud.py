@@ -29,6 +29,7 @@ def think_aloud(
 
     Example: flywheel ingest think-aloud ./landing/session-01.zip ../shared/external/opencua-session --lake ./lake
     """
+    from ingest.asr import batch_models
     from ingest.think_aloud import IngestOptions, discover, land_outcomes, process_input
 
     lk = open_lake(lake, create=True)
@@ -36,7 +37,7 @@ def think_aloud(
     inputs = discover(paths)
     outcomes = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:  # fmt: skip
+                  console=console, transient=True) as bar, batch_models():  # fmt: skip
         job = bar.add_task("ingesting", total=len(inputs))
         for p in inputs:
             bar.update(job, description=f"ingesting {esc(p.name)}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.asr import AsrConfig, load_audio, transcribe
+from ingest.asr import AsrConfig, faster_whisper_model, load_audio, transcribe
 from ingest.think_aloud import ingest_paths
 from schemas.actions import parse_action
 from tests.helpers.text import wer
@@ -17,6 +17,8 @@ from tests.ingest_think_aloud import scripted
 def test_spoken_session_lands_with_accurate_aligned_thoughts(lake, spoken_bundle: Path) -> None:
     res = ingest_paths(lake, [spoken_bundle], round=2)
     assert (res.episodes_added, res.sessions_added, res.quarantined_added) == (1, 1, 0)
+    # the batch's Whisper model is released at its end (its threads slowed torch in the same process: ingest/asr.py)
+    assert faster_whisper_model.cache_info().currsize == 0
     ep = lake.read("episodes").to_pylist()[0]
     steps = ep["steps"]
     assert len(steps) == len(scripted.SCRIPT) >= 6
