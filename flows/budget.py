@@ -11,6 +11,10 @@ The shipped sizes were measured in a reference run (`REF_*`, docs/training.md). 
   annotation and sampling sizes stay, so rounds remain comparable across machines. Every example's passes are cut
   alike: taking the time from the replay of earlier rounds' examples first cost more (docs/training.md). The decision is printed and
   recorded in round 1's breakdown (`budget`); a re-run of the demo reuses it.
+- After each later round but the last, `correct` sizes the rounds still to come from that round's own measured
+  seconds (its SFT seconds per step, everything else as it was) and the SFT pile's growth, at the same SFT scale
+  for all of them. Why: round 0's SFT time varies by up to 17% between runs of one machine, and the later rounds'
+  SFT was sized from it alone (a run whose round 0 was fast got scale 0.35, a projection of 19.5 min and took 20.6).
 Why not decide from the calibration alone: a 10-step timing on a shared 2-core machine varies by 5-10%, and a
 decision taken on it alone missed a 20-minute budget by a minute; round 0 is 2-3 minutes of the real work.
 """
@@ -156,3 +160,58 @@ def refit(
     )
     fitted = elapsed_min + other_min + sft_min * scale
     return scaled(cfg, scale), Refit(sft_ratio, other_ratio, elapsed_min, budget_min, estimate, scale, fitted)
+
+
+#: A later round's stages other than SFT took 3-5% longer than the round before (annotation and evaluation of a
+#: better model run longer episodes; demo runs p and q, docs/training.md).
+OTHER_GROWTH = 1.05
+
+
+@dataclass(frozen=True)
+class Correction:
+    after_round: int
+    elapsed_min: float
+    budget_min: float
+    sft_s_per_step: float  # the round's SFT seconds (the whole stage) per step
+    other_s: float  # the round's other stages, seconds
+    piles: tuple[int, ...]  # SFT pile examples of the rounds so far
+    scale: float  # the SFT scale of the rounds still to come
+    fitted_min: float
+
+    def why(self) -> str:
+        return (f"round {self.after_round} took {self.other_s / 60:.1f} min besides its SFT and {self.sft_s_per_step:.3f} s "
+                f"an SFT step; {self.elapsed_min:.1f} of {self.budget_min:g} min spent: the later rounds' SFT at "
+                f"{100 * self.scale:.0f}% (about {self.fitted_min:.1f} min in all)")  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            k: v if k == "scale" else list(v) if isinstance(v, tuple) else round(v, 3) for k, v in self.__dict__.items()
+        }
+
+
+def correct(
+    cfg: RoundConfig,
+    budget_min: float,
+    elapsed_min: float,
+    after_round: int,
+    stages: dict[str, dict[str, Any]],
+    sft_steps: int,
+    piles: list[int],
+    rounds_left: int,
+) -> tuple[RoundConfig, Correction]:
+    """The configuration of the `rounds_left` rounds after `after_round`, fitted to what is left of `budget_min` from
+    that round's measured stage seconds, its SFT steps and the SFT piles so far (examples, oldest first). `cfg` is the
+    unscaled configuration; the piles are projected to grow by their last growth each round."""
+    sec = {k: float(v.get("seconds") or 0.0) for k, v in stages.items()}
+    per_step = sec.get("sft", 0.0) / max(1, sft_steps)
+    measured = sum(v for k, v in sec.items() if k != "sft")
+    other = measured * OTHER_GROWTH
+    grow = piles[-1] - piles[-2] if len(piles) > 1 else 0
+    sft = cfg.flywheel.sft
+    full_steps = sum(sft.steps_for(piles[-1] + k * grow) for k in range(1, rounds_left + 1))  # at full size
+    left = (budget_min * MARGIN - elapsed_min) * 60 - rounds_left * other
+    scale = min(1.0, max(MIN_SCALE, left / (per_step * full_steps))) if per_step * full_steps > 0 else 1.0
+    fitted = elapsed_min + (rounds_left * other + scale * per_step * full_steps) / 60
+    return scaled(cfg, scale), Correction(
+        after_round, elapsed_min, budget_min, per_step, measured, tuple(piles), scale, fitted
+    )

@@ -31,22 +31,43 @@ def cold_start_task(lake: str, landing: str, cfg: RoundConfig, cold: ColdStart, 
                             lambda what: say("cold", {"round": 0, "what": what}))  # fmt: skip
 
 
-def _fit_later_rounds(
-    lk: Lake, cfg: RoundConfig, budget_min: float, started: float, rounds: int, say: Progress
-) -> RoundConfig:
-    """Rounds 1.. sized to the budget from round 0's measured stages (decided once: a re-run reuses round 1's
-    recorded decision)."""
-    from flows.budget import refit, scaled
+def _sft_runs(lk: Lake) -> dict[int, tuple[int, int]]:
+    """Round -> (SFT pile examples, SFT steps) of the rounds' SFT jobs (training_runs)."""
+    import pyarrow.compute as pc
 
-    rec1 = read_round(lk, 1)
-    done = rec1.breakdown.get("budget") if rec1 else None
+    t = lk.read("training_runs", ["round", "samples", "steps"], filter=pc.field("stage") == "sft")
+    return {
+        int(r): (int(n), int(k)) for r, n, k in zip(*(t.column(c).to_pylist() for c in ("round", "samples", "steps")))
+    }
+
+
+def _fit_round(
+    lk: Lake, cfg: RoundConfig, now: RoundConfig, r: int, budget_min: float, started: float, rounds: int, say: Progress
+) -> RoundConfig:
+    """Round `r`'s configuration under the budget (`cfg` unscaled, `now` the one the round before ran with): round 1's
+    from round 0's measured stages (`refit`), each later one's from the round before it (`correct`). Each decision
+    is recorded in the round's breakdown (`budget`); a re-run of the demo reuses it."""
+    from flows.budget import correct, refit, scaled
+
+    rec = read_round(lk, r)
+    done = rec.breakdown.get("budget") if rec else None
     if done:
         return scaled(cfg, float(done["scale"]))
-    r0 = read_round(lk, 0)
-    later, fitted = refit(cfg, budget_min, (time.time() - started) / 60, r0.stages if r0 else {}, rounds)
-    update_round(lk, 1, breakdown={"budget": fitted.as_dict()})
-    say("budget", {"round": 1, "why": fitted.why()})
-    return later
+    elapsed = (time.time() - started) / 60
+    prev = read_round(lk, r - 1)
+    if r == 1:
+        fitted_cfg, fitted = refit(cfg, budget_min, elapsed, prev.stages if prev else {}, rounds)
+    else:
+        runs = _sft_runs(lk)
+        if prev is None or r - 1 not in runs:  # nothing measured to correct from
+            return now
+        piles = [runs[k][0] for k in sorted(runs) if k < r]
+        fitted_cfg, fitted = correct(
+            cfg, budget_min, elapsed, r - 1, prev.stages, runs[r - 1][1], piles, rounds - r + 1
+        )
+    update_round(lk, r, breakdown={"budget": fitted.as_dict()})
+    say("budget", {"round": r, "why": fitted.why()})
+    return fitted_cfg
 
 
 @flow(name="flywheel_demo")
@@ -62,9 +83,9 @@ def flywheel_demo(
 ) -> list[RoundRecord]:
     """Cold start, then rounds 0..`rounds` of the round engine with the scripted people, in the environment backend
     `cfg.env` (a MiniWoB++ browser pool is closed when the flow ends). `notes` (how the run was sized) go into
-    round 0's breakdown. With `budget_min`, the later rounds' SFT is sized after round 0 to what is left of it
-    since `started` (time.time(); flows/budget.py). Returns the rounds table."""
-    cfg = replace(cfg or RoundConfig(), people="scripted")
+    round 0's breakdown. With `budget_min`, the later rounds' SFT is sized after round 0, and again after each
+    later round, to what is left of it since `started` (time.time(); flows/budget.py). Returns the rounds table."""
+    cfg = base = replace(cfg or RoundConfig(), people="scripted")
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)
     landing = str(landing_for(lake))
@@ -73,10 +94,10 @@ def flywheel_demo(
     try:
         cold_start_task(lake, landing, cfg, cold or ColdStart(), say)
         for r in range(rounds + 1):
-            if r == 1 and budget_min:
-                cfg = _fit_later_rounds(lk, cfg, budget_min, started or time.time(), rounds, say)
             state = round_state(lk, r)
             if state != "done":
+                if r >= 1 and budget_min:
+                    cfg = _fit_round(lk, base, cfg, r, budget_min, started or time.time(), rounds, say)
                 flywheel_round(lake=lake, round=r, resume=state == "incomplete", landing=landing, cfg=cfg, progress=say)
     finally:
         close_backends()  # the browsers of --env miniwob

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -12,12 +13,14 @@ import torch
 from flows.budget import (
     MARGIN,
     MIN_SCALE,
+    OTHER_GROWTH,
     REF_MINUTES,
     REF_R0_OTHER_S,
     REF_R0_SFT_S,
     REF_ROUNDS,
     REF_START_MIN,
     REF_STEP_S,
+    correct,
     project,
     refit,
     scaled,
@@ -146,19 +149,58 @@ def test_scaling_never_goes_below_the_floor() -> None:
 
 
 def test_the_demo_decides_once_after_round_zero_and_a_rerun_reuses_it(lake) -> None:
-    from flows.demo import _fit_later_rounds
+    from flows.demo import _fit_round
     from validators.rounds import read_round
 
     cfg = round_config(people="scripted")
     mark_stages(lake, 0, _round0(1.3))
     said = []
     started = __import__("time").time() - 60 * _elapsed(1.3)
-    later = _fit_later_rounds(lake, cfg, 20, started, REF_ROUNDS, lambda kind, info: said.append((kind, info)))
+    later = _fit_round(lake, cfg, cfg, 1, 20, started, REF_ROUNDS, lambda kind, info: said.append((kind, info)))
     rec = read_round(lake, 1).breakdown["budget"]
     assert 0.25 <= rec["scale"] < 1 and later.flywheel.sft.max_steps < cfg.flywheel.sft.max_steps
     assert said and said[0][0] == "budget" and "scaled to" in said[0][1]["why"]
-    again = _fit_later_rounds(lake, cfg, 20, started - 3600, REF_ROUNDS, lambda *a: said.append(a))
+    again = _fit_round(lake, cfg, later, 1, 20, started - 3600, REF_ROUNDS, lambda *a: said.append(a))
     assert again == later and len(said) == 1  # the recorded decision, not a new one from a later clock
+
+
+#: A later round as demo run q measured it (2026-12-05): its SFT 208 steps in 41.5 s, 276.5 s of other stages.
+ROUND1 = {"sft": {"seconds": 41.5}, "annotate": {"seconds": 57.0}, "evaluate": {"seconds": 44.6},
+          "intake": {"seconds": 2.0}, "rl": {"seconds": 153.6}, "route": {"seconds": 0.6}, "sample": {"seconds": 18.7}}  # fmt: skip
+
+
+def test_a_later_round_resizes_the_rounds_after_it_from_its_own_seconds() -> None:
+    cfg = round_config(people="scripted")
+    sft = cfg.flywheel.sft
+    got, c = correct(cfg, 20, 7.2, 1, ROUND1, 208, [902, 3804], 2)
+    assert c.other_s == pytest.approx(276.5) and c.sft_s_per_step == pytest.approx(41.5 / 208)
+    # the piles grow by their last growth: 6,706 and 9,608 examples at full size
+    full = sft.steps_for(6706) + sft.steps_for(9608)
+    assert c.fitted_min == pytest.approx(20 * MARGIN, abs=0.01) and 0.25 < c.scale < 1
+    assert c.fitted_min == pytest.approx(7.2 + (2 * 276.5 * OTHER_GROWTH + c.scale * 41.5 / 208 * full) / 60)
+    assert got.flywheel.sft.max_steps == math.ceil(sft.max_steps * c.scale)
+    # a minute more already spent: less SFT for the rest; a round that ran fast leaves more
+    assert correct(cfg, 20, 8.2, 1, ROUND1, 208, [902, 3804], 2)[1].scale < c.scale
+    assert correct(cfg, 20, 7.2, 1, ROUND1, 208 * 2, [902, 3804], 2)[1].scale > c.scale
+    assert correct(cfg, 60, 7.2, 1, ROUND1, 208, [902, 3804], 2)[1].scale == 1  # room: full sizes
+    assert correct(cfg, 10, 7.2, 1, ROUND1, 208, [902, 3804], 2)[1].scale == MIN_SCALE
+    assert "round 1 took 4.6 min besides its SFT" in c.why()
+
+
+def test_the_demo_corrects_each_later_round_from_the_round_before(lake, monkeypatch) -> None:
+    import flows.demo as demo
+    from validators.rounds import read_round
+
+    cfg = round_config(people="scripted")
+    mark_stages(lake, 1, ROUND1)
+    monkeypatch.setattr(demo, "_sft_runs", lambda lk: {0: (902, 400), 1: (3804, 208)})
+    said = []
+    started = __import__("time").time() - 60 * 7.2
+    got = demo._fit_round(lake, cfg, cfg, 2, 20, started, REF_ROUNDS, lambda kind, info: said.append(info))
+    rec = read_round(lake, 2).breakdown["budget"]
+    assert rec["after_round"] == 1 and rec["piles"] == [902, 3804] and 0.25 < rec["scale"] < 1
+    assert got == scaled(cfg, rec["scale"]) and said[0]["round"] == 2
+    assert demo._fit_round(lake, cfg, got, 2, 20, started - 3600, REF_ROUNDS, said.append) == got and len(said) == 1
 
 
 def mark_stages(lake, round: int, stages: dict) -> None:
