@@ -294,7 +294,7 @@ def batch_models() -> Iterator[None]:
     Why: while a CTranslate2 model lives, its threads keep OpenMP thread pools, and torch's parallel regions in the
     same process (its OpenMP runtime, loaded first) then wait passively: in the demo's process, after the cold
     start's two recordings, an SFT step took 1.2x as long and a held-out evaluation 1.3x, the process using 160% of
-    2 cores instead of 197%. Released, the speed comes back (docs/ingest.md)."""
+    2 cores instead of 197%. Released, the speed comes back (docs/think-aloud.md)."""
     try:
         yield
     finally:

@@ -29,28 +29,26 @@ def think_aloud(
 
     Example: flywheel ingest think-aloud ./landing/session-01.zip ../shared/external/opencua-session --lake ./lake
     """
-    from ingest.asr import batch_models
-    from ingest.think_aloud import IngestOptions, discover, land_outcomes, process_input
+    from ingest.think_aloud import IngestOptions, Outcome, discover, ingest_paths
 
     lk = open_lake(lake, create=True)
     opts = IngestOptions.from_settings(**({"cleanup_backend": cleanup} if cleanup else {}))
     inputs = discover(paths)
-    outcomes = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar, batch_models():  # fmt: skip
+                  console=console, transient=True) as bar:  # fmt: skip
         job = bar.add_task("ingesting", total=len(inputs))
-        for p in inputs:
-            bar.update(job, description=f"ingesting {esc(p.name)}")
-            o = process_input(p, lk, round, opts)
-            outcomes.append(o)
+
+        def done(p: Path, o: Outcome) -> None:
+            bar.update(job, description=f"ingested {esc(p.name)}")
             if o.quarantined:
                 q = o.quarantined[0]
                 console.print(
                     f"[yellow]quarantined[/] {esc(p.name)}: {esc(q.error_type)}: {esc(q.error)}", highlight=False
                 )
             bar.advance(job)
-    res = land_outcomes(lk, outcomes, round)
-    skipped = sum(1 for o in outcomes if o.timings.get("skipped"))
+
+        res = ingest_paths(lk, paths, round, opts, done)  # one batch: its Whisper model is released at the end
+    skipped = res.extra["skipped_already_landed"]
     console.print(
         f"{len(inputs)} input(s): {res.episodes_added} episode(s) and {res.sessions_added} session(s) landed, "
         f"{res.quarantined_added} quarantined, {skipped} already in the lake"
