@@ -1,5 +1,6 @@
 """glibc malloc settings for a long-lived process that allocates large buffers again and again (training steps,
-routing chunks). Applied on import of `storage` and of `training`.
+routing chunks). Applied on import of `storage` and of `training`; the round engine hands the heap's free memory
+back after each stage (`release`).
 
 With the default dynamic mmap threshold, glibc gives large freed buffers back to the OS and maps them again on the
 next allocation, so every step or chunk faults its buffers in afresh as kernel-zeroed pages; a fixed 32 MiB
@@ -9,6 +10,14 @@ MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296. Measured on 2
   that had already ingested the cold start, against 0.18-0.19 s with these settings, the same as a fresh process;
 - routing 1M episodes x 20 steps (`python -m bench routing`, numpy's per-step masks and gathers): 18.4 CPU-s and
   92,000 episodes/s without, 15.2 CPU-s and 113,000/s with (docs/validators.md).
+
+The price of the high trim threshold: free memory is never handed back. A training loop's batches change shape every
+step and the examples it keeps (search practice's found pool) are allocated between them, so the heap fragments and
+grows: search practice's process held 4.3 GiB after 100 s, of which 1.35 GiB was live (malloc_trim showed it), and
+the demo peaked at 7.4 GiB. Trimming inside the loops costs what the settings save: every 10 s of a loop, the demo
+took 5x the page faults (86M against 17M), 130 s more system time and 20.2 minutes instead of 19.6, for a 5.6 GiB
+peak (docs/training.md). So the heap is trimmed only between stages: the demo's peak 6.7 GiB against 7.4,
+31M page faults against 17M, 19.8 minutes against 19.6 (run t).
 """
 
 from __future__ import annotations
@@ -19,6 +28,17 @@ import sys
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _done = False
+_libc: ctypes.CDLL | None = None
+
+
+def _glibc() -> ctypes.CDLL | None:
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            return None
+    return _libc
 
 
 def tune_allocator() -> bool:
@@ -27,9 +47,22 @@ def tune_allocator() -> bool:
     if _done or not sys.platform.startswith("linux"):
         return _done
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        ok = libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
+        libc = _glibc()
+        ok = (
+            libc is not None
+            and libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) == 1
+            and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
+        )
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         ok = False
     _done = ok
     return ok
+
+
+def release() -> bool:
+    """Hand the heap's free memory back to the OS (glibc's malloc_trim); whether anything was released."""
+    libc = _glibc()
+    try:
+        return bool(libc.malloc_trim(0)) if libc is not None else False
+    except AttributeError:  # not glibc
+        return False

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.allocator import release
 from flows.config import RoundConfig
 from storage.lake import Lake
 from training.pipeline import train_steps
@@ -558,6 +559,8 @@ def run_stage(ctx: RoundContext, stage: str, publish: Callable[[dict[str, Any]],
         mark(ctx.lake, ctx.round, stage, "failed", error=f"{type(e).__name__}: {e}"[:500],
              seconds=round(time.perf_counter() - t0, 2))  # fmt: skip
         raise
+    finally:
+        release()  # what the stage's heap held free goes back: the next stage starts from its live memory
     keep = {k: v for k, v in info.items() if k in _KEEP}
     mark(ctx.lake, ctx.round, stage, "done", seconds=round(time.perf_counter() - t0, 2), **keep)
     ctx.progress("stage", {"round": ctx.round, "stage": stage, "info": info})
