@@ -11,10 +11,11 @@ MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296. Measured on 2
 - routing 1M episodes x 20 steps (`python -m bench routing`, numpy's per-step masks and gathers): 18.4 CPU-s and
   92,000 episodes/s without, 15.2 CPU-s and 113,000/s with (docs/validators.md).
 
-The price of the high trim threshold: free memory is never handed back. A training loop's batches change shape every
-step and the examples it keeps (search practice's found pool) are allocated between them, so the heap fragments and
-grows: search practice's process held 4.3 GiB after 100 s, of which 1.35 GiB was live (malloc_trim showed it), and
-the demo peaked at 7.4 GiB. Trimming inside the loops costs what the settings save: every 10 s of a loop, the demo
+The price of the high trim threshold: free memory is never handed back. When a training loop's batches had a new
+length every step, every buffer had a new size, so the heap fragmented and grew: search practice's process held
+4.3 GiB after 100 s, of which 1.35 GiB was live (malloc_trim showed it), and the demo peaked at 7.4 GiB. Batch
+lengths are now rounded up to a multiple of 32 tokens (training.data.PAD_MULTIPLE): 2.9 GiB after the same 100 s,
+and the demo's peak 4.9 GiB (run u). Trimming inside the loops costs what the settings save: every 10 s of a loop, the demo
 took 5x the page faults (86M against 17M), 130 s more system time and 20.2 minutes instead of 19.6, for a 5.6 GiB
 peak (docs/training.md). So the heap is trimmed only between stages: the demo's peak 6.7 GiB against 7.4,
 31M page faults against 17M, 19.8 minutes against 19.6 (run t).

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from schemas.prompt import PromptConfig
 from tests.training.fakes import expert_episode
-from training.data import BUCKET_WINDOW, batches, collate, encode_all, episode_examples, masked_nll
+from training.data import BUCKET_WINDOW, PAD_MULTIPLE, batches, collate, encode_all, episode_examples, masked_nll
 from training.prompt import Encoded, Turn, encode_example, parse_answer, render_answer, render_prompt
 
 
@@ -193,5 +193,21 @@ def test_bucketed_batches_pad_less_than_random_ones() -> None:
     real = padded = 0
     for b in batches(items, 16, 100, pad_id=0, seed=1):
         real += int(b.attention_mask.sum())
-        padded += b.input_ids.numel()
+        padded += b.input_ids.shape[0] * int(b.attention_mask.sum(1).max())  # before rounding to PAD_MULTIPLE
+        assert b.input_ids.shape[1] % PAD_MULTIPLE == 0
     assert real / padded > 0.9  # random batches of 16 from 100..400 fill about 0.66
+
+
+def test_rounding_the_length_up_changes_no_loss(tiny_policy) -> None:
+    """Padding a batch to a multiple of PAD_MULTIPLE (steady buffer sizes) must leave the SFT and CT losses as they
+    are with the exact length: right-padding under causal attention is never read by a real token."""
+    tok, model = tiny_policy.tokenizer, tiny_policy.model
+    items = encode_all(tok, [x for s in range(3) for x in episode_examples(expert_episode(s, 2).to_row())])
+    longest = max(len(e.input_ids) for e in items)
+    for all_tokens in (False, True):
+        exact = collate(items, tok.pad_token_id, all_tokens, multiple=1)
+        rounded = collate(items, tok.pad_token_id, all_tokens, multiple=64)
+        assert exact.input_ids.shape[1] == longest and rounded.input_ids.shape[1] == -(-longest // 64) * 64
+        assert rounded.input_ids.shape[1] > longest  # the test pads for real (this longest is not a multiple)
+        with torch.no_grad():
+            assert torch.allclose(masked_nll(model, exact), masked_nll(model, rounded), atol=1e-5)
