@@ -13,12 +13,12 @@ MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296. Measured on 2
 
 The price of the high trim threshold: free memory is never handed back. When a training loop's batches had a new
 length every step, every buffer had a new size, so the heap fragmented and grew: search practice's process held
-4.3 GiB after 100 s, of which 1.35 GiB was live (malloc_trim showed it), and the demo peaked at 7.4 GiB. Batch
-lengths are now rounded up to a multiple of 32 tokens (training.data.PAD_MULTIPLE): 2.9 GiB after the same 100 s,
-and the demo's peak 4.9 GiB (run u). Trimming inside the loops costs what the settings save: every 10 s of a loop, the demo
-took 5x the page faults (86M against 17M), 130 s more system time and 20.2 minutes instead of 19.6, for a 5.6 GiB
-peak (docs/training.md). So the heap is trimmed only between stages: the demo's peak 6.7 GiB against 7.4,
-31M page faults against 17M, 19.8 minutes against 19.6 (run t).
+4.3 GiB after 100 s, of which 1.35 GiB was live (malloc_trim showed it), and the demo peaked at 7.4 GiB. Trimming
+inside the loops costs what the settings save (every 10 s of a loop: 5x the page faults, 130 s more system time,
+20.2 minutes instead of 19.6, for a 5.6 GiB peak; docs/training.md), so the round engine trims only between stages
+(`release`; run t: peak 6.7 GiB). What removed most of the fragmentation is steady shapes: batch lengths rounded up
+to a multiple of 32 tokens (training.data.PAD_MULTIPLE), 2.9 GiB after the same 100 s and a demo peak of 4.9 GiB
+(runs u and v).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def tune_allocator() -> bool:
             and libc.mallopt(_M_MMAP_THRESHOLD, 32 * 2**20) == 1
             and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
         )
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+    except AttributeError:  # not glibc (musl has no mallopt); a libc that does not load is None above
         ok = False
     _done = ok
     return ok
