@@ -281,8 +281,6 @@ class MiniwobBackend:
 
 MINIWOB_ANNOTATE = 192
 MINIWOB_RL_LR = 5e-4
-#: Past actions in the prompt: the two its demo was measured with (the base's pretraining prompt).
-MINIWOB_HISTORY = 2
 MINIWOB_MAX_NEW_TOKENS = 56
 MINIWOB_GROUNDING = 0.5
 
@@ -324,8 +322,11 @@ def miniwob_config(
     # The RL stage its demo was measured with (lr 5e-4, docs/miniwob.md); the sandbox's is at 1e-4 since that lr
     # was measured to cost held-out points there. Here RL's share has not been measured (rl_effect is off).
     f = replace(f, rl=replace(f.rl, optim=replace(f.rl.optim, lr=MINIWOB_RL_LR)))
-    # The sandbox's eight past actions were measured on the sandbox only (docs/training.md, "More past actions").
-    f = replace(f, prompt=replace(f.prompt, history_max=MINIWOB_HISTORY))
+    # The base's two past actions, which its demo was measured with; the sandbox's eight were measured there only
+    # (docs/training.md, "More past actions").
+    from training.base import BASE_PROMPT
+
+    f = replace(f, prompt=replace(f.prompt, history_max=BASE_PROMPT.history_max))
     if quick:
         f = replace(f, cold_sft=replace(f.cold_sft, steps=QUICK_COLD_SFT_STEPS))
     return replace(cfg, flywheel=f)

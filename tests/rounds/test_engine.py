@@ -124,6 +124,9 @@ def test_the_demo_config_is_the_production_config_with_scripted_people() -> None
     assert replace(demo, people="humans") == prod
     mw = round_config("miniwob", ["click-button"])
     assert mw.env == "miniwob" and mw.env_tasks == ("click-button",) and mw.annotate_tasks < prod.annotate_tasks
+    # the sandbox's prompt shows eight past actions (level 5 needs them); MiniWoB++ keeps the two it was measured with
+    assert prod.flywheel.prompt.history_max == 8 and mw.flywheel.prompt.history_max == 2
+    assert replace(mw.flywheel.prompt, history_max=8) == prod.flywheel.prompt
     with pytest.raises(ValueError, match="--tasks is for --env miniwob"):
         round_config("sandbox", ["click-button"])
 
