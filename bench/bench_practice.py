@@ -136,15 +136,14 @@ def rl_arm(policy, budget: float, items=None, families: tuple[str, ...] | None =
 
 
 def search_arm(policy, budget: float, items=None, families: tuple[str, ...] | None = None, **overrides):
-    """Arm (c): practice by search and imitation from `policy` for `budget` seconds (SearchPracticeConfig's defaults
-    with `overrides`); `items`: the copying data rehearsed beside what the search finds."""
+    """Arm (c): practice by search and imitation from `policy` for `budget` seconds (the demo's settings,
+    `flywheel.search`, with `overrides`); `items`: the copying data rehearsed beside what the search finds."""
     from flows.config import tuned_flywheel
-    from training.config import SearchPracticeConfig
     from training.envs import training_tasks
     from training.search_practice import train_by_search
 
     f = tuned_flywheel()
-    cfg = replace(SearchPracticeConfig(), time_budget_s=budget, **overrides)
+    cfg = replace(f.search, time_budget_s=budget, **overrides)
 
     def on_iter(i: int, st: dict) -> None:
         console.print(f"practice: search batch {i}: solved {st['solved']}/{st['tasks']} {st['solved_by_level']} "

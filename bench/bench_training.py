@@ -2,7 +2,8 @@
 
 1. Throughput: the SFT loop (training/loop.py: masked loss with the LM head only on agent tokens, warmup+cosine,
    clipping) in tokens/s against a bare PyTorch loop over the same model and the same batches (full logits,
-   masked cross-entropy, plain AdamW).
+   masked cross-entropy, plain AdamW); and the same loop compiled (training/compiled.py, the demo's setting)
+   against itself eager, target 1.2x.
 2. Generation: training/generate.sample (in-place KV cache, finished rows leaving the batch) against transformers'
    own `generate` on the same prompts (greedy, the cold-start policy: realistic answer lengths), tokens/s; both must
    write the same tokens.
@@ -55,16 +56,24 @@ def _bare_loop(model, batches: list) -> float:
     return time.perf_counter() - t0
 
 
-def throughput() -> Figure:
+def _policy_and_items():
+    """The demo's model (the shipped base) and the expert examples of 200 training tasks (60 quick)."""
     from flows.config import tuned_flywheel
     from training.base import sandbox_texts
-    from training.data import batches as make_batches
-    from training.loop import train_lm
     from training.model import Policy
 
     f = tuned_flywheel()
     pol = Policy.create(sandbox_texts(200), f.model)
-    items = _expert_items(pol, 60 if quick() else 200, f.prompt)
+    return pol, _expert_items(pol, 60 if quick() else 200, f.prompt)
+
+
+def throughput(pol, items) -> Figure:
+    """Our SFT loop, eager (the compiled one is `compiled_step`), against the bare loop, same batches."""
+    from flows.config import tuned_flywheel
+    from training.data import batches as make_batches
+    from training.loop import train_lm
+
+    f = tuned_flywheel()
     steps = 4 if quick() else 20
     bs = list(make_batches(items, 32, steps, pol.tokenizer.pad_token_id, seed=1))
     tokens = sum(b.n_tokens for b in bs)
@@ -72,14 +81,15 @@ def throughput() -> Figure:
     base_s = _bare_loop(pol.model, bs)
     pol.model.load_state_dict(state)
     t0 = time.perf_counter()
-    train_lm(pol.model, iter(bs), steps, replace(f.sft.optim, bf16=False))
+    train_lm(pol.model, iter(bs), steps, replace(f.sft.optim, bf16=False, compile=False))
     ours_fp32 = time.perf_counter() - t0
     # bf16 on the first quarter of the batches: on a CPU without native bf16 it runs ~10x slower, and all 20 took
     # 3 of make bench's 36 minutes for a figure that only says which precision is faster
     pol.model.load_state_dict(state)
     k = max(2, steps // 4)
     t0 = time.perf_counter()
-    train_lm(pol.model, iter(bs[:k]), k, replace(f.sft.optim, bf16=True))
+    train_lm(pol.model, iter(bs[:k]), k, replace(f.sft.optim, bf16=True, compile=False))
+    pol.model.load_state_dict(state)
     bf16_rate = sum(b.n_tokens for b in bs[:k]) / (time.perf_counter() - t0)
     fp32_rate = tokens / ours_fp32
     from training.precision import choose
@@ -89,6 +99,43 @@ def throughput() -> Figure:
         "SFT training throughput", max(fp32_rate, bf16_rate), tokens / base_s, "tok/s", target=1.0,
         note=f"{pol.n_params / 1e6:.2f}M params, {steps} batches of 32; fp32 {fp32_rate:,.0f} tok/s, "
              f"bf16 {bf16_rate:,.0f} tok/s (first {k} batches); the demo's precision=auto picks {pick.name} ({pick.source})",
+    )  # fmt: skip
+
+
+def compiled_step(pol, items) -> Figure:
+    """The demo's SFT step through torch.compile (training/compiled.py) against the same loop eager: the same
+    batches of 16, in the precision the demo picks here; the one-off compile (warm-up on the shortest and the
+    longest batch) is timed apart and stated, not counted."""
+    from flows.config import tuned_flywheel
+    from training.data import batches as make_batches
+    from training.loop import train_lm
+    from training.precision import choose
+
+    f = tuned_flywheel()
+    steps = 4 if quick() else 30
+    bs = list(make_batches(items, 16, steps, pol.tokenizer.pad_token_id, seed=2))
+    warm = sorted(bs, key=lambda b: b.input_ids.shape[1])
+    warm = [warm[0], warm[-1]]
+    tokens = sum(b.n_tokens for b in bs)
+    bf16 = choose("auto", pol.model, 16).bf16
+    cfg = replace(f.sft.optim, bf16=bf16)
+    state = {k: v.clone() for k, v in pol.model.state_dict().items()}
+    t0 = time.perf_counter()
+    train_lm(pol.model, iter(warm), len(warm), replace(cfg, compile=True))
+    compile_s = time.perf_counter() - t0
+    rates = {}
+    for on in (False, True, False, True):  # interleaved, best of two each: the machine's noise moves both alike
+        pol.model.load_state_dict(state)
+        t0 = time.perf_counter()
+        train_lm(pol.model, iter(bs), steps, replace(cfg, compile=on))
+        rates[on] = max(rates.get(on, 0.0), tokens / (time.perf_counter() - t0))
+    pol.model.load_state_dict(state)
+    from training.compiled import failure
+
+    return Figure(
+        "SFT step compiled vs eager", rates[True], rates[False], "tok/s", target=1.2,
+        note=f"{steps} batches of 16, {'bf16' if bf16 else 'fp32'}; compile (once a process) {compile_s:.0f} s"
+             + (f"; the compile FAILED ({failure()}), both eager" if failure() else ""),
     )  # fmt: skip
 
 
@@ -170,4 +217,5 @@ def ablation() -> list[Figure]:
 
 
 def run() -> list[Figure]:
-    return [throughput(), *ablation()]
+    pol, items = _policy_and_items()
+    return [throughput(pol, items), compiled_step(pol, items), *ablation()]

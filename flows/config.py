@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from training.base import BASE_ARCH, BASE_MODEL, BASE_PROMPT
-from training.config import CTConfig, EvalConfig, OptimConfig, RLConfig, SamplingConfig, SFTConfig
+from training.config import CTConfig, EvalConfig, OptimConfig, RLConfig, SamplingConfig, SearchPracticeConfig, SFTConfig
 from training.pipeline import FlywheelConfig
 
 PEOPLE = ("humans", "scripted")
@@ -41,9 +41,13 @@ def tuned_flywheel() -> FlywheelConfig:
         # thought is the target's screen line (the format the base was pretrained to write), the instruction's
         # `Field 'value'` span for typing, or the screen line an answer is read from.
         prompt=replace(BASE_PROMPT, history_max=8),
-        cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16="auto")),
-        sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto")),
-        ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16="auto")),
+        # Every training job compiles its forward (training/compiled.py): about 1.5x a step here, the compile paid once
+        # a process; sampling stays eager.
+        cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16="auto", compile=True)),
+        sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16,
+                      optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto", compile=True)),
+        ct=CTConfig(steps=10, batch_size=8, optim=OptimConfig(lr=3e-4, warmup_steps=2, bf16="auto", compile=True)),
+        search=SearchPracticeConfig(optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto", compile=True)),
         # The RL stage as measured before practice was reworked: one small PPO iteration on fresh tasks. The
         # practice settings (RLConfig's defaults) did not beat copying on this machine (docs/training.md,
         # "Practice"), so the demo keeps that stage, at lr 1e-4: at 5e-4 it cost held-out points in every round
@@ -196,7 +200,7 @@ def check_specialists(cfg: RoundConfig) -> None:
 
 def quick(cfg: RoundConfig) -> RoundConfig:
     """Smoke-test sizes (a minute or two a round): every stage runs, nothing is expected to learn."""
-    f = cfg.flywheel
+    f = without_compile(cfg.flywheel)  # a compile costs more than a smoke run's few steps
     return replace(
         cfg, eval_per_cell=1, annotate_tasks=4,
         flywheel=replace(
@@ -211,6 +215,14 @@ def quick(cfg: RoundConfig) -> RoundConfig:
             max_new_tokens=40,
         ),
     )  # fmt: skip
+
+
+def without_compile(f: FlywheelConfig) -> FlywheelConfig:
+    """`f` with every training job's forward eager (training/compiled.py): for runs of a few steps, where the
+    compile would cost more than it saves."""
+    jobs = {k: replace(getattr(f, k), optim=replace(getattr(f, k).optim, compile=False))
+            for k in ("cold_sft", "sft", "ct", "rl", "search")}  # fmt: skip
+    return replace(f, **jobs)
 
 
 def round_config(

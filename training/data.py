@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
 from training.attention import TRAIN_ATTENTION, attention
+from training.compiled import run_decoder
 from training.prompt import Encoded, Turn, encode_examples, render_answer, render_prompt
 
 #: Columns a training job needs from a pile, and the step fields of `steps` it reads (episode_examples).
@@ -184,7 +185,7 @@ def trunk_hidden(model, ids: torch.Tensor, images: Sequence[bytes] | None = None
     if images is not None:
         return model.hidden(ids, images)
     with attention(model, TRAIN_ATTENTION):
-        return model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
+        return run_decoder(model, input_ids=ids, use_cache=False).last_hidden_state
 
 
 def masked_nll(model, batch: Batch) -> torch.Tensor:  # noqa: ANN001

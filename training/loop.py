@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from training.compiled import compiled
 from training.config import OptimConfig
 from training.data import Batch, masked_nll
 
@@ -44,25 +45,29 @@ def train_lm(
     opt = make_optimizer(model.parameters(), cfg)
     losses: list[float] = []
     tokens = 0
-    for step, batch in enumerate(batches):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, cfg)
-        if device != "cpu":
-            batch = Batch(
-                *(t.to(device, non_blocking=True) for t in (batch.input_ids, batch.attention_mask, batch.loss_mask)),
-                batch.images,
-            )
-        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
-            loss = masked_nll(model, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(float(loss.detach()))
-        tokens += batch.n_tokens
-        if on_step:
-            on_step(step, losses[-1])
-        if log_every and step % log_every == 0:
-            print(f"step {step} loss {losses[-1]:.4f}", flush=True)
+    with compiled(model, cfg.compile):
+        for step, batch in enumerate(batches):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, steps, cfg)
+            if device != "cpu":
+                batch = Batch(
+                    *(
+                        t.to(device, non_blocking=True)
+                        for t in (batch.input_ids, batch.attention_mask, batch.loss_mask)
+                    ),
+                    batch.images,
+                )
+            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
+                loss = masked_nll(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            losses.append(float(loss.detach()))
+            tokens += batch.n_tokens
+            if on_step:
+                on_step(step, losses[-1])
+            if log_every and step % log_every == 0:
+                print(f"step {step} loss {losses[-1]:.4f}", flush=True)
     model.eval()
     return losses, tokens

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from schemas.prompt import PromptConfig
 from training.branch import progress_only, step_advantages, verified
+from training.compiled import compiled
 from training.config import RLConfig, to_dict
 from training.data import masked_nll, trunk_hidden
 from training.jobs import finish, resolve_base, vision_items
@@ -642,8 +643,9 @@ def rl_job(
         screens.update((t.screen_width, t.screen_height) for t in got if t.screen_width and t.screen_height)
         return got
 
-    losses, info = train_rl(b.policy, tasks_seen, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter, known_good,
-                            rehearsal, actor=actor)  # fmt: skip
+    with compiled(b.policy.model, cfg.optim.compile):  # the training forwards only; sampling stays eager
+        losses, info = train_rl(b.policy, tasks_seen, verifier, cfg, prompt_cfg, max_new_tokens, round, on_iter,
+                                known_good, rehearsal, actor=actor)  # fmt: skip
     metrics = {"iterations": info["iterations"], "rehearsal_examples": len(rehearsal or [])}
     config = {"rl": to_dict(cfg), "prompt": to_dict(prompt_cfg)}
     if actor is not None:

@@ -45,6 +45,7 @@ def train_by_search(
     """Search fresh tasks and imitate the solutions for `cfg.time_budget_s` seconds; returns the job's record (one
     entry per search batch in "iterations"). `tasks_fn(n, seed)`: n fresh training tasks; `rehearsal`: the copying
     data's encoded examples; `executor`: where the search runs (None: `cfg.workers` local processes, or in-process)."""
+    from training.compiled import compiled
     from training.data import collate, encode_all, episode_examples, masked_nll
     from training.loop import lr_at, make_optimizer
     from training.precision import choose
@@ -132,92 +133,93 @@ def train_by_search(
         return len(unseen) / max(1, k_fresh) + sum(1 for b in queued if not b[1])
 
     pending: tuple | None = submit()  # None: with `gate`, no search out (the learner has enough to train on)
-    try:
-        while time.perf_counter() < deadline and (cfg.max_steps is None or steps - waiting < cfg.max_steps):
-            if pending is None and backlog() < cfg.backlog_steps:
-                pending = submit()
-            out = pending is not None and pending[2] is not None
-            if pool is not None:  # one core to the search while it is out, every core to the learner otherwise
-                n_threads = (cfg.learner_threads or threads) if out else alone
-                if torch.get_num_threads() != n_threads:
-                    torch.set_num_threads(n_threads)
-            infos, guided, fut = pending if pending is not None else ([], [], None)
-            ready = pending is not None and (fut.done() if fut is not None else due <= 0)
-            if ready or (pending is not None and not found and not (rehearsal and fut is not None)):
-                if fut is not None:
-                    got: SearchBatch = fut.result()
+    with compiled(model, cfg.optim.compile):  # the learner's forward (training/compiled.py)
+        try:
+            while time.perf_counter() < deadline and (cfg.max_steps is None or steps - waiting < cfg.max_steps):
+                if pending is None and backlog() < cfg.backlog_steps:
+                    pending = submit()
+                out = pending is not None and pending[2] is not None
+                if pool is not None:  # one core to the search while it is out, every core to the learner otherwise
+                    n_threads = (cfg.learner_threads or threads) if out else alone
+                    if torch.get_num_threads() != n_threads:
+                        torch.set_num_threads(n_threads)
+                infos, guided, fut = pending if pending is not None else ([], [], None)
+                ready = pending is not None and (fut.done() if fut is not None else due <= 0)
+                if ready or (pending is not None and not found and not (rehearsal and fut is not None)):
+                    if fut is not None:
+                        got: SearchBatch = fut.result()
+                    else:
+                        prior = ActionPrior(model, tok, prompt_cfg) if any(guided) else None
+                        got = search_infos(infos, cfg.max_nodes, prior, guided, cfg.guide_states)
+                    if gate:
+                        pending = None  # sent again at the top of the loop once the backlog is short
+                    else:
+                        pending = submit() if time.perf_counter() < deadline else ([], [], None)
+                    rows, by_level = [], Counter()
+                    for info, g, r in zip(infos, guided, got.results):
+                        cell = (info.family, info.level)
+                        tried[info.level] += 1
+                        (guided_tried if g else cell_tried)[cell] += 1
+                        probe_tried[cell] += g
+                        if r.solution is not None:
+                            solved[info.level] += 1
+                            (guided_solved if g else cell_solved)[cell] += 1
+                            probe_solved[cell] += g
+                            by_level[info.level] += 1
+                            rows.append(solution_row(info, r.solution))
+                        if (
+                            g
+                            and probe_tried[cell] >= cfg.probe
+                            and probe_solved[cell] < cfg.min_solve_rate * probe_tried[cell]
+                        ):
+                            paused.setdefault(cell, len(hist))
+                    new = encode_all(tok, [x for row in rows for x in episode_examples(row, prompt_cfg)], prompt_cfg)
+                    unseen.extend(new)
+                    if new:  # fresh examples go before replays queued while the search was out
+                        queued = deque(b for b in queued if not b[1])
+                    found += new
+                    due += cfg.passes * len(new) / max(1, k_fresh)
+                    st = {"tasks": len(infos), "solved": len(rows), "solved_by_level": dict(sorted(by_level.items())),
+                          "nodes_mean": sum(r.nodes for r in got.results) / max(1, len(got.results)),
+                          "search_s": got.seconds, "examples": len(new), "found_total": len(found), "steps": steps,
+                          "replayed_steps": replayed, "waiting_steps": waiting, "alone_steps": alone_steps, "loss": sum(losses) / len(losses) if losses else None,
+                          "skipped": sorted(f"{f}/L{lv}" for f, lv in cell_tried if skipped((f, lv))),
+                          "guided": {f"{f}/L{lv}": f"{guided_solved[(f, lv)]}/{n}" for (f, lv), n in sorted(guided_tried.items())},
+                          "elapsed_s": time.perf_counter() - t_start}  # fmt: skip
+                    losses = []
+                    hist.append(st)
+                    if on_iter:
+                        on_iter(len(hist) - 1, st)
+                    if not found:
+                        continue
+                if not found:  # the first search is still out: copying steps meanwhile, so the core does not idle
+                    waiting += 1
+                    fresh = rehearse.near(rng.choice(rehearse.lens), cfg.batch_size, rng)
                 else:
-                    prior = ActionPrior(model, tok, prompt_cfg) if any(guided) else None
-                    got = search_infos(infos, cfg.max_nodes, prior, guided, cfg.guide_states)
-                if gate:
-                    pending = None  # sent again at the top of the loop once the backlog is short
-                else:
-                    pending = submit() if time.perf_counter() < deadline else ([], [], None)
-                rows, by_level = [], Counter()
-                for info, g, r in zip(infos, guided, got.results):
-                    cell = (info.family, info.level)
-                    tried[info.level] += 1
-                    (guided_tried if g else cell_tried)[cell] += 1
-                    probe_tried[cell] += g
-                    if r.solution is not None:
-                        solved[info.level] += 1
-                        (guided_solved if g else cell_solved)[cell] += 1
-                        probe_solved[cell] += g
-                        by_level[info.level] += 1
-                        rows.append(solution_row(info, r.solution))
-                    if (
-                        g
-                        and probe_tried[cell] >= cfg.probe
-                        and probe_solved[cell] < cfg.min_solve_rate * probe_tried[cell]
-                    ):
-                        paused.setdefault(cell, len(hist))
-                new = encode_all(tok, [x for row in rows for x in episode_examples(row, prompt_cfg)], prompt_cfg)
-                unseen.extend(new)
-                if new:  # fresh examples go before replays queued while the search was out
-                    queued = deque(b for b in queued if not b[1])
-                found += new
-                due += cfg.passes * len(new) / max(1, k_fresh)
-                st = {"tasks": len(infos), "solved": len(rows), "solved_by_level": dict(sorted(by_level.items())),
-                      "nodes_mean": sum(r.nodes for r in got.results) / max(1, len(got.results)),
-                      "search_s": got.seconds, "examples": len(new), "found_total": len(found), "steps": steps,
-                      "replayed_steps": replayed, "waiting_steps": waiting, "alone_steps": alone_steps, "loss": sum(losses) / len(losses) if losses else None,
-                      "skipped": sorted(f"{f}/L{lv}" for f, lv in cell_tried if skipped((f, lv))),
-                      "guided": {f"{f}/L{lv}": f"{guided_solved[(f, lv)]}/{n}" for (f, lv), n in sorted(guided_tried.items())},
-                      "elapsed_s": time.perf_counter() - t_start}  # fmt: skip
-                losses = []
-                hist.append(st)
-                if on_iter:
-                    on_iter(len(hist) - 1, st)
-                if not found:
-                    continue
-            if not found:  # the first search is still out: copying steps meanwhile, so the core does not idle
-                waiting += 1
-                fresh = rehearse.near(rng.choice(rehearse.lens), cfg.batch_size, rng)
-            else:
-                if not queued:
-                    queued.extend(_next_batches(unseen, found, k_fresh, rng))
-                fresh, again = queued.popleft()
-                replayed += again
-                fresh = fresh + rehearse.near(max(len(e.input_ids) for e in fresh), k_rehearse, rng)
-            for g in opt.param_groups:
-                g["lr"] = lr_at(int(1000 * (time.perf_counter() - t_start) / cfg.time_budget_s), 1000, cfg.optim)
-            model.train()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = masked_nll(model, collate(fresh, pad))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
-            opt.step()
-            losses.append(float(loss.detach()))
-            all_losses.append(losses[-1])
-            steps += 1
-            alone_steps += pool is not None and not out
-            due -= 1
-    finally:
-        model.eval()
-        if own and pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        torch.set_num_threads(threads)
+                    if not queued:
+                        queued.extend(_next_batches(unseen, found, k_fresh, rng))
+                    fresh, again = queued.popleft()
+                    replayed += again
+                    fresh = fresh + rehearse.near(max(len(e.input_ids) for e in fresh), k_rehearse, rng)
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(int(1000 * (time.perf_counter() - t_start) / cfg.time_budget_s), 1000, cfg.optim)
+                model.train()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    loss = masked_nll(model, collate(fresh, pad))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+                opt.step()
+                losses.append(float(loss.detach()))
+                all_losses.append(losses[-1])
+                steps += 1
+                alone_steps += pool is not None and not out
+                due -= 1
+        finally:
+            model.eval()
+            if own and pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+            torch.set_num_threads(threads)
     return {"iterations": hist, "losses": all_losses, "steps": steps, "replayed_steps": replayed, "waiting_steps": waiting,
             "alone_steps": alone_steps, "examples": len(found),
             "tasks": sum(tried.values()), "solved": sum(solved.values()), "solved_by_level": dict(sorted(solved.items())),

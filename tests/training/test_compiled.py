@@ -1,0 +1,100 @@
+"""Training through torch.compile (training/compiled.py): the same loss and gradients as eager, weights that change,
+sampling left eager, and a compile that fails falls back to eager with one warning instead of stopping the job."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tests.training.fakes import expert_episode
+from training import compiled as compiled_mod
+from training.compiled import compiled
+from training.config import OptimConfig
+from training.data import collate, encode_all, episode_examples, masked_nll
+
+
+def _batch(policy, n: int = 4):
+    tok = policy.tokenizer
+    items = encode_all(tok, [x for s in range(n) for x in episode_examples(expert_episode(s, 2).to_row())])
+    return collate(items, tok.pad_token_id)
+
+
+def _loss_and_grads(model, batch) -> tuple[float, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    loss = masked_nll(model, batch)
+    loss.backward()
+    return float(loss), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_the_compiled_forward_gives_eager_s_loss_and_gradients_and_only_inside_the_block(tiny_policy) -> None:
+    model, batch = tiny_policy.model, _batch(tiny_policy)
+    model.train()
+    eager_loss, eager_grads = _loss_and_grads(model, batch)
+    dec = model.get_decoder()
+    with compiled(model):
+        assert dec in compiled_mod._ACTIVE
+        loss, grads = _loss_and_grads(model, batch)
+        loss2, _ = _loss_and_grads(model, _batch(tiny_policy, 6))  # another length: the dynamic-shape graph
+    assert dec not in compiled_mod._ACTIVE  # sampling after the job runs the module itself
+    assert compiled_mod.failure() is None
+    assert loss == pytest.approx(eager_loss, rel=1e-4)
+    assert loss2 > 0
+    assert grads.keys() == eager_grads.keys()
+    for n, g in grads.items():
+        torch.testing.assert_close(g, eager_grads[n], rtol=1e-3, atol=1e-5, msg=n)
+
+
+def test_a_compiled_sft_job_changes_the_weights_and_lowers_the_loss_and_saves_plain_weights(
+    tiny_policy, tmp_path
+) -> None:
+    from training.loop import train_lm
+    from training.model import Policy
+
+    model, batch = tiny_policy.model, _batch(tiny_policy)
+    keys = set(model.state_dict())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    losses, _ = train_lm(model, iter([batch] * 12), 12, OptimConfig(lr=3e-3, warmup_steps=1, compile=True))
+    assert losses[-1] < losses[0]
+    assert set(model.state_dict()) == keys  # no wrapper's prefix in the checkpoint
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    tiny_policy.save(tmp_path)
+    again = Policy.load(tmp_path)
+    with torch.no_grad():
+        assert float(masked_nll(again.model, batch)) == pytest.approx(float(masked_nll(model, batch)), rel=1e-5)
+
+
+def test_a_compile_that_fails_trains_eagerly_with_one_warning(
+    tiny_policy, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch._dynamo
+    import torch._inductor.config as inductor
+
+    # A real failure: inductor cannot build its C++ kernels (no compiler), nothing cached to fall back on.
+    torch._dynamo.reset()
+    monkeypatch.setattr(inductor.cpp, "cxx", (None, "/nonexistent/bin/g++"))
+    monkeypatch.setattr(inductor, "fx_graph_cache", False)
+    monkeypatch.setattr(compiled_mod, "_failed", None)
+    model, batch = tiny_policy.model, _batch(tiny_policy)
+    with torch.no_grad():
+        eager = float(masked_nll(model, batch))
+    with caplog.at_level(logging.WARNING, logger="training.compiled"), compiled(model), torch.no_grad():
+        got = float(masked_nll(model, batch))
+    assert got == pytest.approx(eager, rel=1e-6)
+    assert compiled_mod.failure() is not None
+    assert [r.getMessage() for r in caplog.records if "torch.compile failed" in r.getMessage()]
+    with compiled(model):  # after a failure nothing is compiled again in this process
+        assert model.get_decoder() not in compiled_mod._ACTIVE
+    torch._dynamo.reset()
+
+
+def test_the_tuned_jobs_compile_and_smoke_sizes_do_not() -> None:
+    from flows.config import quick, round_config, tuned_flywheel
+
+    f = tuned_flywheel()
+    assert all(getattr(f, k).optim.compile for k in ("cold_sft", "sft", "ct", "search"))
+    q = quick(round_config()).flywheel
+    assert not any(getattr(q, k).optim.compile for k in ("cold_sft", "sft", "ct", "rl", "search"))
+    assert replace(OptimConfig(), compile=True) != OptimConfig()  # recorded with the job's config
