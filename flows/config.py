@@ -41,8 +41,8 @@ def tuned_flywheel() -> FlywheelConfig:
         # thought is the target's screen line (the format the base was pretrained to write), the instruction's
         # `Field 'value'` span for typing, or the screen line an answer is read from.
         prompt=replace(BASE_PROMPT, history_max=8),
-        # Every training job compiles its forward (training/compiled.py): about 1.5x a step here, the compile paid once
-        # a process; sampling stays eager.
+        # The cold start, SFT, CT and practice by search train through torch.compile (training/compiled.py): about 1.3-1.5x
+        # a step here, the compile paid once a process; sampling stays eager (and the PPO stage below: not measured).
         cold_sft=SFTConfig(steps=400, batch_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=10, bf16="auto", compile=True)),
         sft=SFTConfig(epochs=2.5, max_steps=1600, batch_size=16,
                       optim=OptimConfig(lr=1e-3, warmup_steps=5, bf16="auto", compile=True)),

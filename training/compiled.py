@@ -6,7 +6,8 @@ scratch timing): 153 ms a step eager, 101 ms compiled; on one thread 235-271 -> 
 once per process (20-60 s; inductor's on-disk cache brings a later process's down to about 13 s), and a second
 model of the same architecture reuses the graphs (its parameters are the graph's inputs), so a round's SFT, RL and
 the next round's jobs compile nothing more. Batches of other lengths reuse the dynamic-shape graph; a few length
-ranges compile once more (about 10 s each).
+ranges compile once more (about 10 s each). Deterministic kernels are used inside the block, so a job run twice
+gives the same weights, as it does eagerly.
 
 Only `training.data.trunk_hidden` calls the compiled decoder, and only inside `compiled(...)`: sampling
 (`generate`, with its cache) stays eager, and the saved weights are the module's own. A machine where the compile
@@ -41,11 +42,17 @@ def compiled(model, enabled: bool = True) -> Iterator[None]:  # noqa: ANN001 - a
     # Kernels read the thread count when they run, not when they were compiled: the search-practice learner
     # switches between one thread (a search worker beside it) and every core.
     inductor.cpp.dynamic_threads = True
+    # Deterministic kernels: inductor's own backward of the embedding adds into the gradient with atomics from
+    # several threads, so two runs of one job differed in the last bits (and round 0's held-out rate by a point)
+    # where eager ones are identical. With this flag it calls the deterministic kernel; no slower, measured.
+    was = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
     _ACTIVE[dec] = torch.compile(dec, dynamic=True)
     try:
         yield
     finally:
         _ACTIVE.pop(dec, None)
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
 
 
 def run_decoder(model, **kwargs: Any) -> Any:  # noqa: ANN001
