@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     workbench_max_upload_mb: float = 512.0
     # routing
     routing_policy: str | None = None  # path to a routing policy file; the bundled default otherwise
+    # training: torch.compile for the jobs whose config asks for it (training/compiled.py); false turns it off for
+    # every job (a machine without a C++ compiler, or runs too short to pay the compile back, such as the tests)
+    compile: bool = True
 
     @classmethod
     def settings_customise_sources(

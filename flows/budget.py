@@ -84,7 +84,7 @@ def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 256, agent: int = 30)
 
     import torch
 
-    from training.compiled import compiled, failure
+    from training.compiled import active, compiled
     from training.config import OptimConfig
     from training.data import Batch, masked_nll
     from training.loop import make_optimizer
@@ -124,7 +124,7 @@ def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 256, agent: int = 30)
         for _ in range(steps):
             step()
     step_s = (time.perf_counter() - t0) / steps
-    return step_s, precision.as_dict() | {"compiled": sft.optim.compile and failure() is None}
+    return step_s, precision.as_dict() | {"compiled": active(sft.optim.compile)}
 
 
 def scaled(cfg: RoundConfig, scale: float) -> RoundConfig:

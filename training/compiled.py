@@ -11,7 +11,8 @@ gives the same weights, as it does eagerly.
 
 Only `training.data.trunk_hidden` calls the compiled decoder, and only inside `compiled(...)`: sampling
 (`generate`, with its cache) stays eager, and the saved weights are the module's own. A machine where the compile
-fails (no C++ compiler, an unsupported model) trains eagerly, with a one-line warning, for the rest of the process.
+fails (no C++ compiler, an unsupported model) trains eagerly, with a one-line warning, for the rest of the process;
+the `compile` setting (`FLYWHEEL_COMPILE=0`) turns it off for every job.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _failed: str | None = None  # why the compile failed in this process (then nothi
 def compiled(model, enabled: bool = True) -> Iterator[None]:  # noqa: ANN001 - a transformers causal LM
     """Within the block, `trunk_hidden(model, ...)` runs `model`'s decoder compiled (when `enabled`, the model is a
     text model, and no compile has failed in this process)."""
-    dec = model.get_decoder() if enabled and _failed is None and hasattr(model, "get_decoder") else None
+    dec = model.get_decoder() if active(enabled) and hasattr(model, "get_decoder") else None
     if dec is None or dec in _ACTIVE:
         yield
         return
@@ -70,6 +71,14 @@ def run_decoder(model, **kwargs: Any) -> Any:  # noqa: ANN001
         _ACTIVE.clear()
         log.warning("torch.compile failed (%s); training without it in this process", _failed)
         return dec(**kwargs)
+
+
+def active(enabled: bool) -> bool:
+    """Whether a job whose config says `enabled` trains compiled here: the `compile` setting (FLYWHEEL_COMPILE=0
+    turns it off for every job) allows it and no compile has failed in this process."""
+    from core.settings import get_settings
+
+    return enabled and get_settings().compile and _failed is None
 
 
 def failure() -> str | None:

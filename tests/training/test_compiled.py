@@ -17,6 +17,18 @@ from training.config import OptimConfig
 from training.data import collate, encode_all, episode_examples, masked_nll
 
 
+@pytest.fixture(autouse=True)
+def _compile_on(monkeypatch: pytest.MonkeyPatch):
+    """tests/conftest.py turns the compile off for every other test; these are about it."""
+    from core.settings import reset_settings_cache
+
+    monkeypatch.setenv("FLYWHEEL_COMPILE", "1")
+    reset_settings_cache()
+    yield
+    monkeypatch.undo()
+    reset_settings_cache()
+
+
 def _batch(policy, n: int = 4):
     tok = policy.tokenizer
     items = encode_all(tok, [x for s in range(n) for x in episode_examples(expert_episode(s, 2).to_row())])
@@ -107,3 +119,13 @@ def test_the_tuned_jobs_compile_and_smoke_sizes_do_not() -> None:
     q = quick(round_config()).flywheel
     assert not any(getattr(q, k).optim.compile for k in ("cold_sft", "sft", "ct", "rl", "search"))
     assert replace(OptimConfig(), compile=True) != OptimConfig()  # recorded with the job's config
+
+
+def test_the_compile_setting_turns_it_off_for_every_job(tiny_policy, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.settings import reset_settings_cache
+
+    monkeypatch.setenv("FLYWHEEL_COMPILE", "0")
+    reset_settings_cache()
+    with compiled(tiny_policy.model, True):
+        assert tiny_policy.model.get_decoder() not in compiled_mod._ACTIVE
+    assert not compiled_mod.active(True)
