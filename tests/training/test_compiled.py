@@ -70,6 +70,7 @@ def test_a_compiled_sft_job_changes_the_weights_and_lowers_the_loss_and_saves_pl
     keys = set(model.state_dict())
     before = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = OptimConfig(lr=3e-3, warmup_steps=1, compile=True)
+    threads = torch.get_num_threads()
     torch.set_num_threads(2)  # the gradient's sums are split over threads: they must still add up the same way
     losses, _ = train_lm(model, iter([batch] * 12), 12, cfg)
     assert losses[-1] < losses[0]
@@ -78,6 +79,7 @@ def test_a_compiled_sft_job_changes_the_weights_and_lowers_the_loss_and_saves_pl
     train_lm(twin, iter([batch] * 12), 12, cfg)  # the same job again: the same weights, bit for bit
     for k, v in model.state_dict().items():
         assert torch.equal(v, twin.state_dict()[k]), k
+    torch.set_num_threads(threads)  # the rest of this worker's tests keep theirs
     assert not torch.are_deterministic_algorithms_enabled()  # the setting is the job's only
     assert set(model.state_dict()) == keys  # no wrapper's prefix in the checkpoint
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
