@@ -241,7 +241,8 @@ def stage_sample(ctx: RoundContext) -> dict[str, Any]:
     f, env = ctx.cfg.flywheel, ctx.backend
     tasks = env.training_tasks(f.sampling.tasks, seed=ctx.cfg.seed * 1000 + 17 * ctx.round + 1)
     res = rejection_sample(ctx.lake, ctx.round, acting_policy(ctx, uri), tasks, ctx.landing / "rollouts", f.sampling,
-                           f.prompt, render=env.render_steps, on_step=lambda n: ctx.tick("sample", n=n))  # fmt: skip
+                           f.prompt, render=env.render_steps, on_step=lambda n: ctx.tick("sample", n=n),
+                           render_threads=env.render_threads)  # fmt: skip
     return {"attempts": res.attempts, "env_passed": res.passed, "episodes_added": res.episodes_added,
             "policy_version": res.policy_version, "checkpoint_used": uri, "wall_s": _r2(res.wall_s)}  # fmt: skip
 
@@ -269,7 +270,8 @@ def stage_annotate(ctx: RoundContext) -> dict[str, Any]:
 
         f = ctx.cfg.flywheel
         res = annotate_round(ctx.lake, ctx.round, acting_policy(ctx, uri), tasks, ctx.landing / "annotations", env.reviewer,
-                             env.render_steps, f.prompt, f.max_new_tokens, on_step=lambda n: ctx.tick("annotate", n=n))  # fmt: skip
+                             env.render_steps, f.prompt, f.max_new_tokens, on_step=lambda n: ctx.tick("annotate", n=n),
+                             render_threads=env.render_threads)  # fmt: skip
         info = {"episodes": res.episodes, f"by_{env.focus_by}": split, "steps": res.steps, "accepted": res.accepted,
                 "accept_rate": _r2(res.accept_rate), "env_passed": res.passed, "episodes_added": res.episodes_added,
                 "policy_version": res.policy_version, "wall_s": _r2(res.wall_s)}  # fmt: skip

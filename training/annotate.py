@@ -118,6 +118,7 @@ def annotate_round(
     max_new_tokens: int = 64,
     annotator: str = "scripted-annotator",
     on_step: Callable[[int], None] | None = None,
+    render_threads: int = 1,
 ) -> AnnotationResult:
     """One session: `policy` proposes (greedy, its best guess) on every task, `reviewer` decides; the session file
     goes to `landing` and is ingested through the annotation reader (idempotent: same round, same session id)."""
@@ -129,7 +130,7 @@ def annotate_round(
     trajs = run_episodes(policy.model, policy.tokenizer, tasks, policy_version=policy.version, temperature=0.0,
                          max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg, on_step=on_step, reviewer=reviewer)  # fmt: skip
     trajs = [tr for tr in trajs if tr.steps]
-    refs = attach_screenshots(lake, trajs, render)
+    refs = attach_screenshots(lake, trajs, render, render_threads)
     session = f"ia-round{round}-{policy.version}"
     path = Path(landing) / f"{session}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

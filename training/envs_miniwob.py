@@ -107,6 +107,7 @@ class MiniwobBackend:
     """MiniWoB++ tasks (`tasks`: names with a scripted demonstrator; default all) over one BrowserPool."""
 
     name, app, platform, focus_by = "miniwob", APP, PLATFORM, "family"
+    render_threads = 1  # a replay drives one pool browser
 
     def __init__(
         self, tasks: Sequence[str] | None = None, pool_size: int | None = None, time_limit_s: float = TIME_LIMIT_S

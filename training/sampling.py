@@ -31,18 +31,26 @@ class SamplingResult:
     wall_s: float
 
 
-def attach_screenshots(lake, trajs: Sequence[Trajectory], render: Callable[[TaskInfo, list[str]], list[bytes]]) -> list:  # noqa: ANN001
+def attach_screenshots(
+    lake,  # noqa: ANN001
+    trajs: Sequence[Trajectory],
+    render: Callable[[TaskInfo, list[str]], list[bytes]],
+    threads: int = 1,
+) -> list:
     """Render the screen before each step (by replaying the actions) and store it; returns per-trajectory lists of
-    (uri, sha256). `render(task, actions)` yields one PNG per action."""
+    (uri, sha256). `render(task, actions)` yields one PNG per action. `threads` > 1 renders that many trajectories at
+    once, for a renderer that may run in threads (`EnvBackend.render_threads`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from storage.objects import sha256_hex
 
+    def shots(tr: Trajectory) -> list[bytes]:
+        return render(tr.task, [s.action for s in tr.steps])
+
     out = []
-    for tr in trajs:
-        pngs = render(tr.task, [s.action for s in tr.steps])
-        refs = []
-        for png in pngs:
-            refs.append((lake.objects.put_object(png, ".png"), sha256_hex(png)))
-        out.append(refs)
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        for pngs in pool.map(shots, trajs) if threads > 1 else map(shots, trajs):
+            out.append([(lake.objects.put_object(png, ".png"), sha256_hex(png)) for png in pngs])
     return out
 
 
@@ -56,6 +64,7 @@ def rejection_sample(
     prompt_cfg: PromptConfig = PromptConfig(),
     render: Callable[[TaskInfo, list[str]], list[bytes]] | None = None,
     on_step: Callable[[int], None] | None = None,
+    render_threads: int = 1,
 ) -> SamplingResult:
     """K attempts per task with `policy`; write them to `landing`/round-R-<version>.jsonl and ingest that file."""
     from ingest.formats.rollouts import write_rollouts
@@ -76,7 +85,7 @@ def rejection_sample(
     )
     attempts = [to_attempt(tr, round) for tr in trajs]
     if render is not None:
-        for i, refs in enumerate(attach_screenshots(lake, trajs, render)):
+        for i, refs in enumerate(attach_screenshots(lake, trajs, render, render_threads)):
             steps = tuple(
                 replace(s, screenshot_uri=u, screenshot_sha256=h) for s, (u, h) in zip(attempts[i].steps, refs)
             )

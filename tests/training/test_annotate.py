@@ -83,3 +83,18 @@ def test_annotation_round_lands_a_session_with_proposals_and_decisions(lake, tin
         lake, 2, tiny_policy, tasks, tmp_path, backend.reviewer, backend.render_steps, max_new_tokens=16
     )
     assert again.episodes_added == 0 and lake.count("episodes") == 6  # the same session again adds nothing
+
+
+def test_screenshots_rendered_in_threads_are_the_serial_ones_in_order(lake, tiny_policy) -> None:
+    from training.rollout import run_episodes
+    from training.sampling import attach_screenshots
+
+    backend = SandboxBackend()
+    assert backend.render_threads >= 1
+    tasks = backend.training_tasks(6, seed=3)
+    trajs = run_episodes(tiny_policy.model, tiny_policy.tokenizer, tasks, temperature=0.0, max_new_tokens=16,
+                         reviewer=backend.reviewer)  # fmt: skip
+    serial = attach_screenshots(lake, trajs, backend.render_steps)
+    threaded = attach_screenshots(lake, trajs, backend.render_steps, threads=3)
+    assert threaded == serial  # the same screens, each trajectory's in its place
+    assert [len(r) for r in serial] == [len(t.steps) for t in trajs] and sum(map(len, serial)) > len(trajs)
