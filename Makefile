@@ -38,6 +38,9 @@ $(STAMP): pyproject.toml requirements.lock
 	# The lock is the full closure (pip freeze), so --no-deps installs exactly it; torch==2.13.0 is the CPU wheel.
 	$(BIN)/python -m pip install -q --no-deps -r requirements.lock
 	$(BIN)/python -m pip install -q --no-deps -e .
+	# This machine's training precision and torch.compile kernels, built once into ~/.cache/flywheel (60-90 s on 2
+	# cores the first time), so that neither the demo's 20 minutes nor a job pays them again.
+	$(BIN)/flywheel demo --prepare || echo "note: flywheel demo --prepare failed; the first training job will build the kernels"
 	touch $(STAMP)
 
 # The architecture (import layers, no circles) and the lint/format rules, all declared in pyproject.toml.

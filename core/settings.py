@@ -103,5 +103,11 @@ def get_settings(**overrides: Any) -> Settings:
     return _cached()
 
 
+def machine_cache(name: str) -> Path:
+    """Where what was measured or built for this machine is kept (the training precision, torch.compile's kernels):
+    `FLYWHEEL_CACHE_DIR`, else ~/.cache/flywheel. Not a setting: the cache outlives any one project's flywheel.toml."""
+    return Path(os.environ.get("FLYWHEEL_CACHE_DIR") or Path.home() / ".cache" / "flywheel") / name
+
+
 def reset_settings_cache() -> None:
     _cached.cache_clear()

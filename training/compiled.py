@@ -38,11 +38,17 @@ def compiled(model, enabled: bool = True) -> Iterator[None]:  # noqa: ANN001 - a
         yield
         return
     import torch
+    import torch._dynamo.config as dynamo
     import torch._inductor.config as inductor
 
     # Kernels read the thread count when they run, not when they were compiled: the search-practice learner
     # switches between one thread (a search worker beside it) and every core.
     inductor.cpp.dynamic_threads = True
+    # The decoder's Python floats (dropout's p, the rotary scaling) as constants: traced as symbols, torch's default
+    # under dynamic shapes, one is specialised at the end and the whole trace starts again (measured: 64 -> 51 s of
+    # a first compile, the trace done once).
+    floats = dynamo.specialize_float
+    dynamo.specialize_float = True
     # Deterministic kernels: inductor's own backward of the embedding adds into the gradient with atomics from
     # several threads, so two runs of one job differed in the last bits (and round 0's held-out rate by a point)
     # where eager ones are identical. With this flag it calls the deterministic kernel; no slower, measured.
@@ -54,6 +60,20 @@ def compiled(model, enabled: bool = True) -> Iterator[None]:  # noqa: ANN001 - a
     finally:
         _ACTIVE.pop(dec, None)
         torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+        dynamo.specialize_float = floats
+
+
+def kernel_cache() -> str:
+    """Point inductor's on-disk cache (its compiled kernels and graphs) at the machine's flywheel cache
+    (core.settings.machine_cache; a `TORCHINDUCTOR_CACHE_DIR` already set wins) and return it. Why: inductor's
+    default is under /tmp, which a reboot empties, and a first compile takes 60-90 s on 2 cores where a cached one
+    takes about 15 (`make setup` fills it: `flywheel demo --prepare`). Called when `training` is imported: inductor
+    reads the variable once, when torch's compiler is first imported."""
+    import os
+
+    from core.settings import machine_cache
+
+    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(machine_cache("inductor")))
 
 
 def run_decoder(model, **kwargs: Any) -> Any:  # noqa: ANN001

@@ -46,7 +46,9 @@ class Choice:
 
 
 def cache_path() -> Path:
-    return Path(os.environ.get("FLYWHEEL_CACHE_DIR") or Path.home() / ".cache" / "flywheel") / "precision.json"
+    from core.settings import machine_cache
+
+    return machine_cache("precision.json")
 
 
 def _cpu_name() -> str:

@@ -141,6 +141,13 @@ def demo(
     rl_seconds: Annotated[
         float, typer.Option("--rl-seconds", min=1, help="Wall time of the search RL stage per round.")
     ] = DEMO_SEARCH_S,
+    prepare: Annotated[
+        bool,
+        typer.Option(
+            "--prepare",
+            help="Only prepare this machine and exit: measure the training precision and build torch.compile's kernels for the demo's training step, both kept in the machine's cache (~/.cache/flywheel); `make setup` runs it.",
+        ),
+    ] = False,
 ) -> None:
     """Run the flywheel on the built-in sandbox (or MiniWoB++ with --env miniwob): a cold start from demonstrator
     data through all three ingestion paths (think-aloud bundles, interactive sessions, rollout files), then rounds
@@ -173,6 +180,16 @@ def demo(
 
         search = replace(cfg.flywheel.search, time_budget_s=rl_seconds)
         cfg = replace(cfg, rl_mode="search", flywheel=replace(cfg.flywheel, search=search))
+    if prepare:  # once per machine, outside the demo's clock, like the install (docs/training.md, "Compile")
+        from flows.budget import calibrate
+        from training.compiled import kernel_cache
+
+        t = time.perf_counter()
+        with console.status("building this machine's training kernels"):
+            step_s, prec = calibrate(cfg)
+        console.print(f"prepared in {time.perf_counter() - t:.0f} s: an SFT step {step_s:.3f} s ({prec.get('precision')}, "
+                      f"{prec.get('source')}; compiled: {prec.get('compiled')}); kernels in {kernel_cache()}")  # fmt: skip
+        return
     cold = ColdStart.quick() if quick else ColdStart()
     lake_uri = lake or get_settings().lake
     if fresh and "://" not in lake_uri and Path(lake_uri).exists():

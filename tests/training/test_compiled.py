@@ -47,11 +47,14 @@ def test_the_compiled_forward_gives_eager_s_loss_and_gradients_and_only_inside_t
     model.train()
     eager_loss, eager_grads = _loss_and_grads(model, batch)
     dec = model.get_decoder()
+    floats = torch._dynamo.config.specialize_float
     with compiled(model):
         assert dec in compiled_mod._ACTIVE
+        assert torch._dynamo.config.specialize_float  # traced once, not restarted on a float
         loss, grads = _loss_and_grads(model, batch)
         loss2, _ = _loss_and_grads(model, _batch(tiny_policy, 6))  # another length: the dynamic-shape graph
     assert dec not in compiled_mod._ACTIVE  # sampling after the job runs the module itself
+    assert torch._dynamo.config.specialize_float == floats
     assert compiled_mod.failure() is None
     assert loss == pytest.approx(eager_loss, rel=1e-4)
     assert loss2 > 0
@@ -131,3 +134,45 @@ def test_the_compile_setting_turns_it_off_for_every_job(tiny_policy, monkeypatch
     with compiled(tiny_policy.model, True):
         assert tiny_policy.model.get_decoder() not in compiled_mod._ACTIVE
     assert not compiled_mod.active(True)
+
+
+def test_the_kernels_are_kept_in_the_machine_cache_unless_a_cache_is_named(tmp_path) -> None:
+    """Inductor fixes its cache folder when torch's compiler is first imported, so importing `training` sets it."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, training, torch._dynamo; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"} | {
+        "FLYWHEEL_CACHE_DIR": str(tmp_path)
+    }
+
+    def folder(env: dict[str, str]) -> str:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+    assert folder(env).strip() == str(tmp_path / "inductor")
+    assert folder(env | {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "mine")}).strip() == str(tmp_path / "mine")
+
+
+def test_demo_prepare_measures_this_machine_and_runs_nothing_else(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make setup`'s step: the precision measured into the machine cache (the compile is off here, as in every
+    test but these; with it on, the same call builds the kernels), no lake, no round."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from core.settings import reset_settings_cache
+    from flywheel.cli import app
+    from training import precision
+
+    monkeypatch.setenv("FLYWHEEL_COMPILE", "0")
+    reset_settings_cache()
+    monkeypatch.setenv("FLYWHEEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(precision, "_MEMO", {})
+    monkeypatch.setattr(precision, "_quiet_machine", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["demo", "--prepare", "--lake", str(tmp_path / "lake")])
+    assert r.exit_code == 0, r.output
+    assert "prepared in" in r.output and "compiled: False" in r.output
+    assert json.loads((tmp_path / "cache" / "precision.json").read_text())  # measured, kept for the jobs
+    assert not (tmp_path / "lake").exists() and not (tmp_path / "landing").exists()
