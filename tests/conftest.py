@@ -8,7 +8,7 @@ import tempfile
 # Offline and quiet, before anything imports Prefect, GX or transformers.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # No torch.compile in the tests' training jobs (the CLI rounds they start included): each process would pay a
-# 20-60 s compile for a few steps. tests/training/test_compiled.py turns it on for its own tests.
+# compile (10-90 s) for a few steps. tests/training/test_compiled.py turns it on for its own tests.
 os.environ.setdefault("FLYWHEEL_COMPILE", "0")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")

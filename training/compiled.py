@@ -3,10 +3,11 @@
 Why: at hidden 128 a learner step is mostly norms, activations, rotary embeddings and softmax, not matrix products,
 and inductor fuses them. Measured on 2 CPU cores (torch 2.13, bf16 autocast, 16 found examples of 160-480 tokens,
 scratch timing): 153 ms a step eager, 101 ms compiled; on one thread 235-271 -> 174-185 ms. The compile is paid
-once per process (20-60 s; inductor's on-disk cache brings a later process's down to about 13 s), and a second
-model of the same architecture reuses the graphs (its parameters are the graph's inputs), so a round's SFT, RL and
-the next round's jobs compile nothing more. Batches of other lengths reuse the dynamic-shape graph; a few length
-ranges compile once more (about 10 s each). Deterministic kernels are used inside the block, so a job run twice
+once per process: 50-90 s on 2 cores when nothing is cached, about 10 s from inductor's on-disk cache, which is
+kept in the machine's flywheel cache (`kernel_cache`) and filled by `make setup`. A second model of the same
+architecture reuses the graphs (its parameters are the graph's inputs), so a round's SFT, RL and the next round's
+jobs compile nothing more. Batches of other lengths reuse the dynamic-shape graph, except that batches over 4,096
+tokens need a second one (flows.budget.calibrate builds both). Deterministic kernels are used inside the block, so a job run twice
 gives the same weights, as it does eagerly.
 
 Only `training.data.trunk_hidden` calls the compiled decoder, and only inside `compiled(...)`: sampling
@@ -67,8 +68,8 @@ def kernel_cache() -> str:
     """Point inductor's on-disk cache (its compiled kernels and graphs) at the machine's flywheel cache
     (core.settings.machine_cache; a `TORCHINDUCTOR_CACHE_DIR` already set wins) and return it. Why: inductor's
     default is under /tmp, which a reboot empties, and a first compile takes 60-90 s on 2 cores where a cached one
-    takes about 15 (`make setup` fills it: `flywheel demo --prepare`). Called when `training` is imported: inductor
-    reads the variable once, when torch's compiler is first imported."""
+    takes about 10 (`make setup` fills it: `flywheel demo --prepare`). Called when `training` is imported, because
+    inductor fixes its folder when torch's compiler is first imported."""
     import os
 
     from core.settings import machine_cache
