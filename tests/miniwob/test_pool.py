@@ -158,7 +158,8 @@ def test_browsers_of_a_process_killed_with_9_are_reaped_when_the_next_browser_st
         live = start_browser("click-button")  # a browser of this (live) process, started after the child's
         try:
             reap_orphans()  # the child is alive: its browser is not an orphan (others' may be: tests run in parallel)
-            assert all(_running(p) for p in pids)
+            # chromedriver and the main Chromium stay; helpers (a spare renderer, a zygote's child) may end on their own
+            assert all(_running(p) for p in pids[:2])
             child.kill()
             child.wait()
             assert any(_running(p) for p in pids)  # what the reaper is for: they outlive their killed owner
