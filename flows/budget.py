@@ -15,6 +15,11 @@ The shipped sizes were measured in a reference run (`REF_*`, docs/training.md). 
   seconds (its SFT seconds per step, everything else as it was) and the SFT pile's growth, at the same SFT scale
   for all of them. Why: round 0's SFT time varies by up to 17% between runs of one machine, and the later rounds'
   SFT was sized from it alone (a run whose round 0 was fast got scale 0.35, a projection of 19.5 min and took 20.6).
+- With practice by search (`rl_mode="search"`), when the SFT floor does not fit either, the rest is given in the
+  order of what each part added per second in the demo runs (`give_back`): the last round's search first (down to
+  `SEARCH_FLOOR` of its seconds), then the later rounds' SFT below its floor (down to `SFT_FLOOR`), then the earlier
+  rounds' searches, the latest first. Why: on slower spells of the host the stages other than SFT alone took 4.8-5.1
+  min a round, and three demos in a row at the SFT floor ran 6-41 s over 20 minutes with nothing left to give.
 Why not decide from the calibration alone: a 10-step timing on a shared 2-core machine varies by 5-10%, and a
 decision taken on it alone missed a 20-minute budget by a minute; round 0 is 2-3 minutes of the real work.
 """
@@ -40,6 +45,13 @@ REF_LATER_SFT_MINUTES = 13.2
 REF_ROUNDS = 3
 REF_MINUTES = REF_START_MIN + (REF_R0_SFT_S + REF_R0_OTHER_S) / 60 + REF_LATER_MINUTES  # 23.7
 MIN_SCALE = 0.25  # below this the rounds would not learn enough to show anything
+#: The share of a round's search seconds that is never cut, and the SFT scale that the searches' rounds go down to
+#: before an earlier round's search is cut. What each part added to held-out in the demo runs of 2026-12-05/06:
+#: round 1's search (150 s) +9.6 to +15.0 points; round 2's +6.1 to +14.6 at 150 s and +0.0 at 95 s (run a);
+#: round 3's +2.1, -1.8, +3.9, +2.9, -1.1 (150 s) and +3.6 (78 s); the later rounds' SFT at the 25% floor (50-90 s)
+#: -1.4 to +1.5 in round 2 and 0.0 to +4.3 in round 3.
+SEARCH_FLOOR = 0.5
+SFT_FLOOR = 0.1
 #: The later rounds are fitted to this share of the budget: run-to-run noise of a few percent must not tip it over.
 MARGIN = 0.975
 
@@ -60,6 +72,9 @@ class Refit:
     estimate_min: float  # the whole run at full size
     scale: float  # applied to the later rounds' SFT passes and step cap (1: unchanged)
     fitted_min: float
+    search_s: float | None = None  # the next round's search seconds (None: not practice by search)
+    search_full_s: float | None = None  # the configured ones
+    search_cut_s: float = 0.0  # taken from the searches of all the rounds to come (the last round's first)
 
     def why(self) -> str:
         base = (f"round 0 took {self.sft_ratio:.2f}x the reference's SFT time and {self.other_ratio:.2f}x its other "
@@ -69,11 +84,57 @@ class Refit:
             return base + ": full sizes"
         return (
             base
-            + f": the later rounds' SFT passes and step cap scaled to {100 * self.scale:.0f}% (about {self.fitted_min:.1f} min)"
+            + f": the later rounds' SFT passes and step cap scaled to {100 * self.scale:.0f}%"
+            + _search_why(self.search_s, self.search_full_s, self.search_cut_s)
+            + f" (about {self.fitted_min:.1f} min)"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v if k == "scale" else round(v, 3) for k, v in self.__dict__.items()}  # a re-run reuses the scale
+        return _as_dict(self)
+
+
+def _as_dict(d: Any) -> dict[str, Any]:
+    """A decision's fields for the round's breakdown: the scale and the search seconds exact (a re-run reuses them)."""
+    exact = ("scale", "search_s", "search_full_s", "search_cut_s")
+    return {
+        k: v if k in exact or v is None else list(v) if isinstance(v, tuple) else round(v, 3)
+        for k, v in d.__dict__.items()
+    }
+
+
+def _search_why(search_s: float | None, full_s: float | None, cut_s: float) -> str:
+    if search_s is None or full_s is None or cut_s <= 0:
+        return ""
+    return (f", and the searches to come {cut_s:.0f} s shorter in all, the last round's first "
+            f"(the next round's: {search_s:.0f} of {full_s:.0f} s)")  # fmt: skip
+
+
+def search_rounds(cfg: RoundConfig, first: int, count: int) -> int:
+    """How many of the rounds `first`..`first + count - 1` practise by search (0 unless `rl_mode` is "search")."""
+    from training.pipeline import train_steps
+
+    if cfg.rl_mode != "search":
+        return 0
+    return sum(any(s.stage == "rl" for s in train_steps(r, cfg.flywheel)) for r in range(first, first + count))
+
+
+def give_back(
+    excess_s: float, scale: float, sft_full_s: float, full_s: float, searches: int
+) -> tuple[float, float, float]:
+    """(the SFT scale, the next round's search seconds, the seconds cut from the searches in all) when the rounds to
+    come are `excess_s` seconds over with their SFT at `scale` (`sft_full_s`: its seconds at full size) and `searches`
+    searches of `full_s` seconds to come. In this order: the last round's search, down to SEARCH_FLOOR of its
+    seconds; the SFT scale, down to SFT_FLOOR; the earlier rounds' searches, the latest first (the next round's last)."""
+    if excess_s <= 0 or searches <= 0:
+        return scale, full_s, 0.0
+    room = full_s * (1 - SEARCH_FLOOR)
+    last = min(excess_s, room)
+    left = excess_s - last
+    new_scale = max(min(scale, SFT_FLOOR), scale - left / sft_full_s) if sft_full_s > 0 else scale
+    left -= (scale - new_scale) * sft_full_s
+    earlier = min(max(0.0, left), (searches - 1) * room)
+    nxt = last if searches == 1 else max(0.0, earlier - (searches - 2) * room)
+    return new_scale, round(full_s - nxt, 1), round(last + earlier, 1)
 
 
 def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 256, agent: int = 30) -> tuple[float, dict[str, Any]]:
@@ -134,12 +195,15 @@ def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 256, agent: int = 30)
     return step_s, precision.as_dict() | {"compiled": active(sft.optim.compile)}
 
 
-def scaled(cfg: RoundConfig, scale: float) -> RoundConfig:
+def scaled(cfg: RoundConfig, scale: float, search_s: float | None = None) -> RoundConfig:
     """`cfg` with the rounds' SFT passes and step caps times `scale` (the cold start's SFT is left as it is: round 0
-    has run at full size, it was the measurement)."""
+    has run at full size, it was the measurement), and the search's seconds `search_s` when given."""
+    f = cfg.flywheel
+    if search_s is not None and search_s != f.search.time_budget_s:
+        f = replace(f, search=replace(f.search, time_budget_s=search_s))
+        cfg = replace(cfg, flywheel=f)
     if scale >= 1:
         return cfg
-    f = cfg.flywheel
     sft = replace(f.sft, epochs=f.sft.epochs * scale if f.sft.epochs else None,
                   max_steps=max(1, math.ceil(f.sft.max_steps * scale)), steps=max(1, math.ceil(f.sft.steps * scale)))  # fmt: skip
     return replace(cfg, flywheel=replace(f, sft=sft))
@@ -161,15 +225,23 @@ def refit(
     rl_rounds = sum(any(s.stage == "rl" for s in train_steps(r, cfg.flywheel)) for r in range(1, rounds_left + 1))
     if cfg.rl_effect:  # the reference run had no second evaluation (of the RL stage's base) in its RL rounds
         other_min += rl_rounds * sec.get("evaluate", 0.0) / 60
-    if cfg.rl_mode == "search":  # the reference's RL stage was one PPO iteration (~15 s); search runs on the clock
-        other_min += rl_rounds * cfg.flywheel.search.time_budget_s / 60
+    full_s = cfg.flywheel.search.time_budget_s
+    searches = search_rounds(cfg, 1, rounds_left)
+    other_min += searches * full_s / 60  # the reference's RL stage was one PPO iteration (~15 s); search is a clock
     estimate = elapsed_min + sft_min + other_min
     left = budget_min * MARGIN - elapsed_min
     scale = (
         1.0 if estimate <= budget_min else min(1.0, max(MIN_SCALE, (left - other_min) / sft_min if sft_min else 1.0))
     )
-    fitted = elapsed_min + other_min + sft_min * scale
-    return scaled(cfg, scale), Refit(sft_ratio, other_ratio, elapsed_min, budget_min, estimate, scale, fitted)
+    over_s = (elapsed_min + other_min + sft_min * scale - budget_min * MARGIN) * 60
+    scale, search_s, cut = (
+        give_back(over_s, scale, sft_min * 60, full_s, searches) if scale < 1 else (scale, full_s, 0.0)
+    )
+    fitted = elapsed_min + other_min + sft_min * scale - cut / 60
+    return scaled(cfg, scale, search_s if searches else None), Refit(
+        sft_ratio, other_ratio, elapsed_min, budget_min, estimate, scale, fitted,
+        *((search_s, full_s, cut) if searches else (None, None, 0.0)),
+    )  # fmt: skip
 
 
 #: A later round's stages other than SFT took 3-5% longer than the round before (annotation and evaluation of a
@@ -187,16 +259,18 @@ class Correction:
     piles: tuple[int, ...]  # SFT pile examples of the rounds so far
     scale: float  # the SFT scale of the rounds still to come
     fitted_min: float
+    search_s: float | None = None  # the next round's search seconds (None: not practice by search)
+    search_full_s: float | None = None  # the configured ones
+    search_cut_s: float = 0.0  # taken from the searches of all the rounds to come (the last round's first)
 
     def why(self) -> str:
         return (f"round {self.after_round} took {self.other_s / 60:.1f} min besides its SFT and {self.sft_s_per_step:.3f} s "
                 f"an SFT step; {self.elapsed_min:.1f} of {self.budget_min:g} min spent: the later rounds' SFT at "
-                f"{100 * self.scale:.0f}% (about {self.fitted_min:.1f} min in all)")  # fmt: skip
+                f"{100 * self.scale:.0f}%{_search_why(self.search_s, self.search_full_s, self.search_cut_s)} "
+                f"(about {self.fitted_min:.1f} min in all)")  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            k: v if k == "scale" else list(v) if isinstance(v, tuple) else round(v, 3) for k, v in self.__dict__.items()
-        }
+        return _as_dict(self)
 
 
 def correct(
@@ -208,20 +282,32 @@ def correct(
     sft_steps: int,
     piles: list[int],
     rounds_left: int,
+    searched_s: float | None = None,
 ) -> tuple[RoundConfig, Correction]:
     """The configuration of the `rounds_left` rounds after `after_round`, fitted to what is left of `budget_min` from
     that round's measured stage seconds, its SFT steps and the SFT piles so far (examples, oldest first). `cfg` is the
-    unscaled configuration; the piles are projected to grow by their last growth each round."""
+    unscaled configuration; the piles are projected to grow by their last growth each round. `searched_s`: the
+    search seconds that round ran with, when its search was cut (the rounds to come are projected at full seconds)."""
     sec = {k: float(v.get("seconds") or 0.0) for k, v in stages.items()}
     per_step = sec.get("sft", 0.0) / max(1, sft_steps)
     measured = sum(v for k, v in sec.items() if k != "sft")
     other = measured * OTHER_GROWTH
+    full_s = cfg.flywheel.search.time_budget_s
+    searches = search_rounds(cfg, after_round + 1, rounds_left)
+    if searches and "rl" in sec:  # the search runs on its clock: it does not grow, and a cut one is projected uncut
+        other = (measured - sec["rl"]) * OTHER_GROWTH + sec["rl"] + full_s - (searched_s or full_s)
     grow = piles[-1] - piles[-2] if len(piles) > 1 else 0
     sft = cfg.flywheel.sft
     full_steps = sum(sft.steps_for(piles[-1] + k * grow) for k in range(1, rounds_left + 1))  # at full size
     left = (budget_min * MARGIN - elapsed_min) * 60 - rounds_left * other
     scale = min(1.0, max(MIN_SCALE, left / (per_step * full_steps))) if per_step * full_steps > 0 else 1.0
-    fitted = elapsed_min + (rounds_left * other + scale * per_step * full_steps) / 60
-    return scaled(cfg, scale), Correction(
-        after_round, elapsed_min, budget_min, per_step, measured, tuple(piles), scale, fitted
-    )
+    over_s = (elapsed_min - budget_min * MARGIN) * 60 + rounds_left * other + scale * per_step * full_steps
+    if scale < 1:
+        scale, search_s, cut = give_back(over_s, scale, per_step * full_steps, full_s, searches)
+    else:
+        search_s, cut = full_s, 0.0
+    fitted = elapsed_min + (rounds_left * other + scale * per_step * full_steps - cut) / 60
+    return scaled(cfg, scale, search_s if searches else None), Correction(
+        after_round, elapsed_min, budget_min, per_step, measured, tuple(piles), scale, fitted,
+        *((search_s, full_s, cut) if searches else (None, None, 0.0)),
+    )  # fmt: skip

@@ -46,13 +46,14 @@ def _fit_round(
 ) -> RoundConfig:
     """Round `r`'s configuration under the budget (`cfg` unscaled, `now` the one the round before ran with): round 1's
     from round 0's measured stages (`refit`), each later one's from the round before it (`correct`). Each decision
-    is recorded in the round's breakdown (`budget`); a re-run of the demo reuses it."""
+    is recorded in the round's breakdown (`budget`: the SFT scale, and the search's seconds when the SFT floor did
+    not fit); a re-run of the demo reuses it."""
     from flows.budget import correct, refit, scaled
 
     rec = read_round(lk, r)
     done = rec.breakdown.get("budget") if rec else None
     if done:
-        return scaled(cfg, float(done["scale"]))
+        return scaled(cfg, float(done["scale"]), done.get("search_s"))
     elapsed = (time.time() - started) / 60
     prev = read_round(lk, r - 1)
     if r == 1:
@@ -62,8 +63,9 @@ def _fit_round(
         if prev is None or r - 1 not in runs:  # nothing measured to correct from
             return now
         piles = [runs[k][0] for k in sorted(runs) if k < r]
+        searched = (prev.breakdown.get("budget") or {}).get("search_s")  # the round before's, where it was cut
         fitted_cfg, fitted = correct(
-            cfg, budget_min, elapsed, r - 1, prev.stages, runs[r - 1][1], piles, rounds - r + 1
+            cfg, budget_min, elapsed, r - 1, prev.stages, runs[r - 1][1], piles, rounds - r + 1, searched
         )
     update_round(lk, r, breakdown={"budget": fitted.as_dict()})
     say("budget", {"round": r, "why": fitted.why()})
@@ -83,8 +85,8 @@ def flywheel_demo(
 ) -> list[RoundRecord]:
     """Cold start, then rounds 0..`rounds` of the round engine with the scripted people, in the environment backend
     `cfg.env` (a MiniWoB++ browser pool is closed when the flow ends). `notes` (how the run was sized) go into
-    round 0's breakdown. With `budget_min`, the later rounds' SFT is sized after round 0, and again after each
-    later round, to what is left of it since `started` (time.time(); flows/budget.py). Returns the rounds table."""
+    round 0's breakdown. With `budget_min`, the later rounds' SFT (then their search's seconds) is sized after round 0,
+    and again after each later round, to what is left of it since `started` (time.time(); flows/budget.py). Returns the rounds table."""
     cfg = base = replace(cfg or RoundConfig(), people="scripted")
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)

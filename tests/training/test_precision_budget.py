@@ -20,7 +20,10 @@ from flows.budget import (
     REF_ROUNDS,
     REF_START_MIN,
     REF_STEP_S,
+    SEARCH_FLOOR,
+    SFT_FLOOR,
     correct,
+    give_back,
     project,
     refit,
     scaled,
@@ -201,6 +204,92 @@ def test_the_demo_corrects_each_later_round_from_the_round_before(lake, monkeypa
     assert rec["after_round"] == 1 and rec["piles"] == [902, 3804] and 0.25 < rec["scale"] < 1
     assert got == scaled(cfg, rec["scale"]) and said[0]["round"] == 2
     assert demo._fit_round(lake, cfg, got, 2, 20, started - 3600, REF_ROUNDS, said.append) == got and len(said) == 1
+
+
+def _by_search(seconds: float = 150.0):
+    cfg = round_config(people="scripted")
+    search = replace(cfg.flywheel.search, time_budget_s=seconds)
+    return replace(cfg, rl_mode="search", flywheel=replace(cfg.flywheel, search=search))
+
+
+#: Demo run z2's round 2 (2026-12-05, a slower spell of the host): 276 SFT steps in 55 s, a 150-second search.
+ROUND2 = {"sft": {"seconds": 55.0}, "annotate": {"seconds": 72.19}, "ct": {"seconds": 2.66},
+          "evaluate": {"seconds": 34.88}, "intake": {"seconds": 3.66}, "rl": {"seconds": 158.12},
+          "route": {"seconds": 0.72}, "sample": {"seconds": 20.09}}  # fmt: skip
+
+
+def test_what_gives_when_the_sft_floor_does_not_fit_goes_in_order_of_what_it_added() -> None:
+    room = 150 * (1 - SEARCH_FLOOR)  # 75 s a search
+    sft = 200.0  # the rounds to come's SFT seconds at full size: 50 s at the 25% floor
+    assert give_back(0, 0.25, sft, 150, 2) == (0.25, 150, 0) and give_back(40, 0.25, sft, 150, 0) == (0.25, 150, 0)
+    assert give_back(40, 0.25, sft, 150, 2) == (0.25, 150, 40)  # the last round's search alone: the next keeps its
+    assert give_back(40, 0.25, sft, 150, 1) == (0.25, 110, 40)  # the next round is the last
+    scale, nxt, cut = give_back(room + 10, 0.25, sft, 150, 2)  # then the SFT below its floor
+    assert scale == pytest.approx(0.25 - 10 / sft) and (nxt, cut) == (150, room)
+    floor_saves = (0.25 - SFT_FLOOR) * sft  # 30 s
+    assert give_back(room + floor_saves + 20, 0.25, sft, 150, 2) == (SFT_FLOOR, 130, room + 20)  # then the earlier
+    assert give_back(10_000, 0.25, sft, 150, 3) == (SFT_FLOOR, 150 * SEARCH_FLOOR, 3 * room)  # never below the floors
+
+
+def test_when_the_sft_floor_does_not_fit_the_search_gives_the_rest() -> None:
+    cfg = _by_search()
+    # after z2's round 2 (13.8 min spent): the SFT floor alone projected 20.2 min, and the run took 20.4
+    got, c = correct(cfg, 20, 13.806, 2, ROUND2, 276, [902, 3883, 7045], 1)
+    assert c.scale == MIN_SCALE and 150 * SEARCH_FLOOR < c.search_s < 150 and c.search_full_s == 150
+    assert c.fitted_min == pytest.approx(20 * MARGIN, abs=0.01) and c.search_cut_s == pytest.approx(150 - c.search_s)
+    assert got.flywheel.search.time_budget_s == c.search_s and got.flywheel.sft == scaled(cfg, MIN_SCALE).flywheel.sft
+    # a minute more spent: the last search at its floor, then the SFT below its own
+    later = correct(cfg, 20, 14.806, 2, ROUND2, 276, [902, 3883, 7045], 1)[1]
+    assert later.search_s == 150 * SEARCH_FLOOR and SFT_FLOOR < later.scale < MIN_SCALE
+    assert later.fitted_min == pytest.approx(20 * MARGIN, abs=0.01)
+    assert "searches to come" in c.why() and c.as_dict()["search_s"] == c.search_s
+    # the search runs on its clock: a round whose search was cut is projected at the full seconds
+    less = correct(cfg, 20, 13.806, 2, ROUND2 | {"rl": {"seconds": 108.12}}, 276, [902, 3883, 7045], 1, 100.0)[1]
+    assert less.fitted_min == pytest.approx(c.fitted_min) and less.search_s == pytest.approx(c.search_s, abs=0.1)
+    # room: the SFT scale gives first, the search is untouched
+    room = correct(cfg, 22, 13.806, 2, ROUND2, 276, [902, 3883, 7045], 1)[1]
+    assert room.scale > MIN_SCALE and (room.search_s, room.search_cut_s) == (150, 0) and "search" not in room.why()
+    # two rounds to come: the last gives first, so the next keeps its seconds
+    two = correct(cfg, 20, 8.5, 1, ROUND2, 276, [902, 3883], 2)[1]
+    assert two.scale == MIN_SCALE and two.search_s == 150 and two.search_cut_s > 0
+    # demo run a's round 1 (8.7 min spent, 130 s over at the floor): round 2's search is kept, SFT gives the rest
+    two = correct(cfg, 20, 8.7, 1, ROUND2, 276, [902, 3883], 2)[1]
+    assert two.search_s == 150 and two.search_cut_s == 75 and SFT_FLOOR < two.scale < MIN_SCALE
+    # no search, nothing to cut (the joint RL stage is not on a clock)
+    joint = correct(round_config(people="scripted"), 20, 13.806, 2, ROUND2, 276, [902, 3883, 7045], 1)[1]
+    assert joint.search_s is None and joint.fitted_min > 20 * MARGIN
+
+
+def test_after_round_zero_a_slow_machine_cuts_the_later_searches_too() -> None:
+    cfg = _by_search()
+    z2 = {"sft": {"seconds": 72.48}, "intake": {"seconds": 19.84}, "route": {"seconds": 2.86},
+          "evaluate": {"seconds": 22.1}, "summary": {"seconds": 0.04}}  # demo run z2's round 0  # fmt: skip
+    got, f = refit(cfg, 20, 2.676, z2, REF_ROUNDS)
+    assert f.search_cut_s == 75 and SFT_FLOOR < f.scale < MIN_SCALE  # the last search, then the SFT below its floor
+    assert f.fitted_min == pytest.approx(20 * MARGIN, abs=0.01) and "SFT passes and step cap scaled to 18%" in f.why()
+    assert f.search_s == 150 and got.flywheel.search.time_budget_s == 150  # round 1's search is the last to give
+    _, slow = refit(cfg, 20, _elapsed(1.3), _round0(1.3), REF_ROUNDS)  # every floor reached, and still over
+    assert slow.search_s == 150 * SEARCH_FLOOR and slow.search_cut_s == 3 * 75 and slow.scale == SFT_FLOOR
+    assert slow.fitted_min > 20
+    _, joint = refit(round_config(people="scripted"), 20, _elapsed(1.3), _round0(1.3), REF_ROUNDS)
+    assert joint.search_s is None and joint.search_cut_s == 0
+
+
+def test_the_demo_reuses_a_recorded_search_cut_and_projects_the_next_round_from_it(lake, monkeypatch) -> None:
+    import flows.demo as demo
+    from validators.rounds import read_round, update_round
+
+    cfg = _by_search()
+    mark_stages(lake, 2, ROUND2 | {"rl": {"seconds": 108.12}})
+    update_round(lake, 2, breakdown={"budget": {"scale": MIN_SCALE, "search_s": 100.0}})  # round 2's search was cut
+    monkeypatch.setattr(demo, "_sft_runs", lambda lk: {0: (902, 400), 1: (3883, 152), 2: (7045, 276)})
+    said = []
+    started = __import__("time").time() - 60 * 13.806
+    got = demo._fit_round(lake, cfg, cfg, 3, 20, started, REF_ROUNDS, lambda kind, info: said.append(info))
+    rec = read_round(lake, 3).breakdown["budget"]
+    assert rec["other_s"] == pytest.approx(sum(v["seconds"] for v in ROUND2.values()) - 55.0 - 50.0)
+    assert 75 <= rec["search_s"] < 150 and got.flywheel.search.time_budget_s == rec["search_s"]
+    assert demo._fit_round(lake, cfg, got, 3, 20, started - 3600, REF_ROUNDS, said.append) == got and len(said) == 1
 
 
 def mark_stages(lake, round: int, stages: dict) -> None:
