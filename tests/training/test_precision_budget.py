@@ -22,6 +22,7 @@ from flows.budget import (
     REF_STEP_S,
     SEARCH_FLOOR,
     SFT_FLOOR,
+    SFT_GROWTH,
     correct,
     give_back,
     project,
@@ -178,7 +179,8 @@ def test_a_later_round_resizes_the_rounds_after_it_from_its_own_seconds() -> Non
     got, c = correct(cfg, 20, 7.2, 1, ROUND1, 208, [902, 3804], 2)
     assert c.other_s == pytest.approx(276.5) and c.sft_s_per_step == pytest.approx(41.5 / 208)
     # the piles grow by their last growth: 6,706 and 9,608 examples at full size
-    full = sft.steps_for(6706) + sft.steps_for(9608)
+    # and a step by SFT_GROWTH a round
+    full = sft.steps_for(6706) * SFT_GROWTH + sft.steps_for(9608) * SFT_GROWTH**2
     assert c.fitted_min == pytest.approx(20 * MARGIN, abs=0.01) and 0.25 < c.scale < 1
     assert c.fitted_min == pytest.approx(7.2 + (2 * 276.5 * OTHER_GROWTH + c.scale * 41.5 / 208 * full) / 60)
     assert got.flywheel.sft.max_steps == math.ceil(sft.max_steps * c.scale)
@@ -250,7 +252,7 @@ def test_when_the_sft_floor_does_not_fit_the_search_gives_the_rest() -> None:
     room = correct(cfg, 22, 13.806, 2, ROUND2, 276, [902, 3883, 7045], 1)[1]
     assert room.scale > MIN_SCALE and (room.search_s, room.search_cut_s) == (150, 0) and "search" not in room.why()
     # two rounds to come: the last gives first, so the next keeps its seconds
-    two = correct(cfg, 20, 8.5, 1, ROUND2, 276, [902, 3883], 2)[1]
+    two = correct(cfg, 20, 8.2, 1, ROUND2, 276, [902, 3883], 2)[1]
     assert two.scale == MIN_SCALE and two.search_s == 150 and two.search_cut_s > 0
     # demo run a's round 1 (8.7 min spent, 130 s over at the floor): round 2's search is kept, SFT gives the rest
     two = correct(cfg, 20, 8.7, 1, ROUND2, 276, [902, 3883], 2)[1]
