@@ -109,12 +109,10 @@ def _search_why(search_s: float | None, full_s: float | None, cut_s: float) -> s
             f"(the next round's: {search_s:.0f} of {full_s:.0f} s)")  # fmt: skip
 
 
-def search_rounds(cfg: RoundConfig, first: int, count: int) -> int:
-    """How many of the rounds `first`..`first + count - 1` practise by search (0 unless `rl_mode` is "search")."""
+def rl_rounds(cfg: RoundConfig, first: int, count: int) -> int:
+    """How many of the rounds `first`..`first + count - 1` have an RL stage."""
     from training.pipeline import train_steps
 
-    if cfg.rl_mode != "search":
-        return 0
     return sum(any(s.stage == "rl" for s in train_steps(r, cfg.flywheel)) for r in range(first, first + count))
 
 
@@ -135,6 +133,18 @@ def give_back(
     earlier = min(max(0.0, left), (searches - 1) * room)
     nxt = last if searches == 1 else max(0.0, earlier - (searches - 2) * room)
     return new_scale, round(full_s - nxt, 1), round(last + earlier, 1)
+
+
+def _beyond_the_floor(
+    over_s: float, scale: float, sft_full_s: float, full_s: float, searches: int
+) -> tuple[float, float | None, float | None, float]:
+    """`give_back` when the SFT scale is at its floor and the rounds to come are `over_s` over, as the decision
+    records it: (scale, the next round's search seconds, the configured ones, the cut), the search's None without
+    searches to come."""
+    if not searches:
+        return scale, None, None, 0.0
+    scale, nxt, cut = give_back(over_s if scale < 1 else 0.0, scale, sft_full_s, full_s, searches)
+    return scale, nxt, full_s, cut
 
 
 def calibrate(cfg: RoundConfig, steps: int = 5, seq: int = 256, agent: int = 30) -> tuple[float, dict[str, Any]]:
@@ -220,13 +230,11 @@ def refit(
     later = rounds_left / REF_ROUNDS
     sft_min = REF_LATER_SFT_MINUTES * later * sft_ratio
     other_min = (REF_LATER_MINUTES - REF_LATER_SFT_MINUTES) * later * other_ratio
-    from training.pipeline import train_steps
-
-    rl_rounds = sum(any(s.stage == "rl" for s in train_steps(r, cfg.flywheel)) for r in range(1, rounds_left + 1))
+    rl = rl_rounds(cfg, 1, rounds_left)
     if cfg.rl_effect:  # the reference run had no second evaluation (of the RL stage's base) in its RL rounds
-        other_min += rl_rounds * sec.get("evaluate", 0.0) / 60
+        other_min += rl * sec.get("evaluate", 0.0) / 60
     full_s = cfg.flywheel.search.time_budget_s
-    searches = search_rounds(cfg, 1, rounds_left)
+    searches = rl if cfg.rl_mode == "search" else 0
     other_min += searches * full_s / 60  # the reference's RL stage was one PPO iteration (~15 s); search is a clock
     estimate = elapsed_min + sft_min + other_min
     left = budget_min * MARGIN - elapsed_min
@@ -234,14 +242,11 @@ def refit(
         1.0 if estimate <= budget_min else min(1.0, max(MIN_SCALE, (left - other_min) / sft_min if sft_min else 1.0))
     )
     over_s = (elapsed_min + other_min + sft_min * scale - budget_min * MARGIN) * 60
-    scale, search_s, cut = (
-        give_back(over_s, scale, sft_min * 60, full_s, searches) if scale < 1 else (scale, full_s, 0.0)
+    scale, *search = _beyond_the_floor(over_s, scale, sft_min * 60, full_s, searches)
+    fitted = elapsed_min + other_min + sft_min * scale - search[2] / 60
+    return scaled(cfg, scale, search[0]), Refit(
+        sft_ratio, other_ratio, elapsed_min, budget_min, estimate, scale, fitted, *search
     )
-    fitted = elapsed_min + other_min + sft_min * scale - cut / 60
-    return scaled(cfg, scale, search_s if searches else None), Refit(
-        sft_ratio, other_ratio, elapsed_min, budget_min, estimate, scale, fitted,
-        *((search_s, full_s, cut) if searches else (None, None, 0.0)),
-    )  # fmt: skip
 
 
 #: A later round's stages other than SFT took 3-5% longer than the round before (annotation and evaluation of a
@@ -291,14 +296,14 @@ def correct(
     """The configuration of the `rounds_left` rounds after `after_round`, fitted to what is left of `budget_min` from
     that round's measured stage seconds, its SFT steps and the SFT piles so far (examples, oldest first). `cfg` is the
     unscaled configuration; the piles are projected to grow by their last growth each round, and an SFT step by
-    SFT_GROWTH. `searched_s`: the
-    search seconds that round ran with, when its search was cut (the rounds to come are projected at full seconds)."""
+    SFT_GROWTH. `searched_s`: the search seconds that round ran with, when its search was cut (the rounds to come
+    are projected at full seconds)."""
     sec = {k: float(v.get("seconds") or 0.0) for k, v in stages.items()}
     per_step = sec.get("sft", 0.0) / max(1, sft_steps)
     measured = sum(v for k, v in sec.items() if k != "sft")
     other = measured * OTHER_GROWTH
     full_s = cfg.flywheel.search.time_budget_s
-    searches = search_rounds(cfg, after_round + 1, rounds_left)
+    searches = rl_rounds(cfg, after_round + 1, rounds_left) if cfg.rl_mode == "search" else 0
     if searches and "rl" in sec:  # the search runs on its clock: it does not grow, and a cut one is projected uncut
         other = (measured - sec["rl"]) * OTHER_GROWTH + sec["rl"] + full_s - (searched_s or full_s)
     grow = piles[-1] - piles[-2] if len(piles) > 1 else 0
@@ -308,12 +313,8 @@ def correct(
     left = (budget_min * MARGIN - elapsed_min) * 60 - rounds_left * other
     scale = min(1.0, max(MIN_SCALE, left / sft_s)) if sft_s > 0 else 1.0
     over_s = (elapsed_min - budget_min * MARGIN) * 60 + rounds_left * other + scale * sft_s
-    if scale < 1:
-        scale, search_s, cut = give_back(over_s, scale, sft_s, full_s, searches)
-    else:
-        search_s, cut = full_s, 0.0
-    fitted = elapsed_min + (rounds_left * other + scale * sft_s - cut) / 60
-    return scaled(cfg, scale, search_s if searches else None), Correction(
-        after_round, elapsed_min, budget_min, per_step, measured, tuple(piles), scale, fitted,
-        *((search_s, full_s, cut) if searches else (None, None, 0.0)),
-    )  # fmt: skip
+    scale, *search = _beyond_the_floor(over_s, scale, sft_s, full_s, searches)
+    fitted = elapsed_min + (rounds_left * other + scale * sft_s - search[2]) / 60
+    return scaled(cfg, scale, search[0]), Correction(
+        after_round, elapsed_min, budget_min, per_step, measured, tuple(piles), scale, fitted, *search
+    )

@@ -85,8 +85,9 @@ def flywheel_demo(
 ) -> list[RoundRecord]:
     """Cold start, then rounds 0..`rounds` of the round engine with the scripted people, in the environment backend
     `cfg.env` (a MiniWoB++ browser pool is closed when the flow ends). `notes` (how the run was sized) go into
-    round 0's breakdown. With `budget_min`, the later rounds' SFT (then their search's seconds) is sized after round 0,
-    and again after each later round, to what is left of it since `started` (time.time(); flows/budget.py). Returns the rounds table."""
+    round 0's breakdown. With `budget_min`, the later rounds' SFT (then their search's seconds) is sized after round
+    0, and again after each later round, to what is left of it since `started` (time.time(); flows/budget.py).
+    Returns the rounds table."""
     cfg = base = replace(cfg or RoundConfig(), people="scripted")
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)
