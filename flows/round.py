@@ -122,6 +122,10 @@ def flywheel_round(
         record_config(lk, r, cfg, Path(landing))
         todo = pending_stages(lk, r, cfg)
         logger.info("round %s: stages to run: %s", r, ", ".join(todo) or "none")
+        if cfg.flywheel.eval.processes > 1 and {"sample", "annotate", "evaluate"} & set(todo):
+            from training.procs import warm_helpers
+
+            warm_helpers(cfg.flywheel.eval.processes)  # their start runs beside the first stages, not in an evaluation
         out: dict[str, Any] = {"round": r, "stages": {}}
         for stage in todo:
             lock.update(f"round {r} (stage {stage})")

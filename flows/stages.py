@@ -271,7 +271,7 @@ def stage_annotate(ctx: RoundContext) -> dict[str, Any]:
         f = ctx.cfg.flywheel
         res = annotate_round(ctx.lake, ctx.round, acting_policy(ctx, uri), tasks, ctx.landing / "annotations", env.reviewer,
                              env.render_steps, f.prompt, f.max_new_tokens, on_step=lambda n: ctx.tick("annotate", n=n),
-                             render_threads=env.render_threads)  # fmt: skip
+                             render_threads=env.render_threads, processes=f.eval.processes)  # fmt: skip
         info = {"episodes": res.episodes, f"by_{env.focus_by}": split, "steps": res.steps, "accepted": res.accepted,
                 "accept_rate": _r2(res.accept_rate), "env_passed": res.passed, "episodes_added": res.episodes_added,
                 "policy_version": res.policy_version, "wall_s": _r2(res.wall_s)}  # fmt: skip

@@ -19,7 +19,8 @@ from typing import Any
 
 from schemas.prompt import PromptConfig
 from training.model import Policy
-from training.rollout import Environment, Reviewer, TaskInfo, Trajectory, run_episodes
+from training.procs import split_episodes
+from training.rollout import Environment, Reviewer, TaskInfo, Trajectory
 
 #: Rollout termination -> the annotation format's episode outcome.
 _OUTCOME = {"finished": "finished", "step_limit": "step_limit"}
@@ -119,16 +120,19 @@ def annotate_round(
     annotator: str = "scripted-annotator",
     on_step: Callable[[int], None] | None = None,
     render_threads: int = 1,
+    processes: int = 1,
 ) -> AnnotationResult:
     """One session: `policy` proposes (greedy, its best guess) on every task, `reviewer` decides; the session file
-    goes to `landing` and is ingested through the annotation reader (idempotent: same round, same session id)."""
+    goes to `landing` and is ingested through the annotation reader (idempotent: same round, same session id).
+    `processes`: processes of one thread each that act (training.procs.split_episodes; a reviewer that does not
+    pickle keeps it in this process)."""
     from ingest.annotations import ingest_annotations
     from ingest.formats.annotations import write_annotation_session
     from training.sampling import attach_screenshots
 
     t0 = time.perf_counter()
-    trajs = run_episodes(policy.model, policy.tokenizer, tasks, policy_version=policy.version, temperature=0.0,
-                         max_new_tokens=max_new_tokens, prompt_cfg=prompt_cfg, on_step=on_step, reviewer=reviewer)  # fmt: skip
+    trajs = split_episodes(policy, tasks, processes, temperature=0.0, max_new_tokens=max_new_tokens,
+                           prompt_cfg=prompt_cfg, on_step=on_step, reviewer=reviewer)  # fmt: skip
     trajs = [tr for tr in trajs if tr.steps]
     refs = attach_screenshots(lake, trajs, render, render_threads)
     session = f"ia-round{round}-{policy.version}"

@@ -290,6 +290,8 @@ class SamplingConfig:
     temperature: float = 1.0
     max_new_tokens: int = 64
     seed: int = 0
+    #: Processes of one thread each that act (training.procs.split_episodes); 1: this process, on every core.
+    processes: int = 1
 
 
 @dataclass(frozen=True)
@@ -300,3 +302,6 @@ class EvalConfig:
     temperature: float = 0.0
     max_new_tokens: int = 64
     seed: int = 0
+    #: Processes of one thread each that act (training.procs.split_episodes); 1: this process, on every core. The
+    #: round's annotation proposals (greedy too) use the same number.
+    processes: int = 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from training.rollout import Reviewer, TaskInfo
@@ -115,7 +116,7 @@ def task_info(task) -> TaskInfo:  # noqa: ANN001 - sandbox.tasks.Task
         family=task.family,
         level=task.level,
         step_limit=task.max_steps or 50,
-        make_env=lambda: SandboxEnv(task),
+        make_env=partial(SandboxEnv, task),  # a partial, not a lambda: it pickles (training.procs.split_episodes)
         reference_answer=task.reference_answer,
         screen_width=task.width,
         screen_height=task.height,

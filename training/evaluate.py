@@ -14,7 +14,8 @@ from core.stats import wilson
 from schemas.prompt import PromptConfig
 from training.config import EvalConfig
 from training.model import Policy
-from training.rollout import TaskInfo, Trajectory, run_episodes
+from training.procs import split_episodes
+from training.rollout import TaskInfo, Trajectory
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,8 @@ def evaluate(
     on_step: Callable[[int], None] | None = None,
 ) -> EvalResult:
     t0 = time.perf_counter()
-    trajs = run_episodes(
-        policy.model,
-        policy.tokenizer,
-        tasks,
-        attempts=1,
-        policy_version=policy.version,
-        temperature=cfg.temperature,
-        max_new_tokens=cfg.max_new_tokens,
-        prompt_cfg=prompt_cfg,
-        seed=cfg.seed,
-        on_step=on_step,
-    )
+    kw = {"attempts": 1, "temperature": cfg.temperature, "max_new_tokens": cfg.max_new_tokens, "prompt_cfg": prompt_cfg}
+    trajs = split_episodes(policy, tasks, cfg.processes, seed=cfg.seed, on_step=on_step, **kw)
     return summarize(trajs, policy.version, time.perf_counter() - t0)
 
 

@@ -17,7 +17,8 @@ from schemas.prompt import PromptConfig
 from training.config import SamplingConfig
 from training.convert import to_attempt
 from training.model import Policy
-from training.rollout import TaskInfo, Trajectory, run_episodes
+from training.procs import split_episodes
+from training.rollout import TaskInfo, Trajectory
 
 
 @dataclass(frozen=True)
@@ -71,18 +72,9 @@ def rejection_sample(
     from ingest.rollouts import ingest_rollout_file
 
     t0 = time.perf_counter()
-    trajs = run_episodes(
-        policy.model,
-        policy.tokenizer,
-        tasks,
-        attempts=cfg.attempts,
-        policy_version=policy.version,
-        temperature=cfg.temperature,
-        max_new_tokens=cfg.max_new_tokens,
-        prompt_cfg=prompt_cfg,
-        seed=cfg.seed + 7919 * round,
-        on_step=on_step,
-    )
+    kw = {"attempts": cfg.attempts, "temperature": cfg.temperature, "max_new_tokens": cfg.max_new_tokens,
+          "prompt_cfg": prompt_cfg}  # fmt: skip
+    trajs = split_episodes(policy, tasks, cfg.processes, seed=cfg.seed + 7919 * round, on_step=on_step, **kw)
     attempts = [to_attempt(tr, round) for tr in trajs]
     if render is not None:
         for i, refs in enumerate(attach_screenshots(lake, trajs, render, render_threads)):

@@ -151,7 +151,7 @@ class SearchJob:
     payloads: list[Any]
     max_nodes: int
     #: Per task: searched best-first under the learner's prior (`guided_solve`) instead of breadth-first; those
-    #: tasks need the policy (a training.workers.PolicyBlob, loaded once a worker) and the learner's weights now.
+    #: tasks need the policy (a training.procs.PolicyBlob, loaded once a worker) and the learner's weights now.
     guided: tuple[bool, ...] = ()
     guide_states: int = 100
     policy: Any = None
@@ -174,7 +174,7 @@ def search_batch(job: SearchJob) -> SearchBatch:
     prior = None
     if any(job.guided):
         from training.prior import ActionPrior
-        from training.workers import policy_with
+        from training.procs import policy_with
 
         pol = policy_with(job.policy, job.weights or {})
         prior = ActionPrior(pol.model, pol.tokenizer, job.prompt_cfg)

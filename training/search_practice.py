@@ -50,7 +50,7 @@ def train_by_search(
     from training.loop import lr_at, make_optimizer
     from training.precision import choose
     from training.prior import ActionPrior
-    from training.workers import PolicyBlob, local_executor
+    from training.procs import PolicyBlob, local_executor
 
     t_start = time.perf_counter()
     deadline = t_start + cfg.time_budget_s

@@ -1,7 +1,8 @@
 """Rollouts beside learning (UI-TARS-2's asynchronous rollouts): worker processes keep producing attempts with the
 newest weights they were sent while the learner updates, and the learner drops what is older than the maximum lag.
 
-Any `concurrent.futures.Executor` runs the workers: on one machine a pool of spawned processes (`local_executor`),
+Any `concurrent.futures.Executor` runs the workers: on one machine a pool of spawned processes
+(`training.procs.local_executor`),
 on a cluster a Dask client's executor (`distributed.Client(address).get_executor()`, the cluster prefect-dask's
 `DaskTaskRunner` uses) or Ray's. No scheduler of our own: a job is one picklable call, `collect(job)`.
 
@@ -13,41 +14,18 @@ environment factories; the learner puts its own TaskInfos back in.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
-import tarfile
-import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from typing import Any
 
 import torch
 
 from schemas.prompt import PromptConfig
 from training.model import Policy
+from training.procs import PolicyBlob, local_executor, policy_with
 from training.rollout import TaskInfo, Trajectory
-
-
-@dataclass(frozen=True)
-class PolicyBlob:
-    """A policy folder (model, tokenizer, value head) as a tar, named by its hash: shipped to a worker once."""
-
-    key: str
-    data: bytes
-
-    @classmethod
-    def of(cls, policy: Policy) -> PolicyBlob:
-        with tempfile.TemporaryDirectory() as d:
-            policy.save(d)
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w") as tar:
-                for name in sorted(os.listdir(d)):
-                    tar.add(os.path.join(d, name), arcname=name)
-        data = buf.getvalue()
-        return cls(hashlib.sha256(data).hexdigest()[:16], data)
 
 
 @dataclass(frozen=True)
@@ -77,27 +55,6 @@ class Collected:
     task_index: list[int]  # per trajectory, the index of its task in the job's payloads
     seconds: float = 0.0
     pid: int = 0
-
-
-_CACHE: dict[str, Policy] = {}
-
-
-def _policy(blob: PolicyBlob) -> Policy:
-    if blob.key not in _CACHE:
-        d = tempfile.mkdtemp(prefix="flywheel-worker-")
-        with tarfile.open(fileobj=io.BytesIO(blob.data)) as tar:
-            tar.extractall(d, filter="data")
-        _CACHE.clear()
-        _CACHE[blob.key] = Policy.load(d)
-    return _CACHE[blob.key]
-
-
-def policy_with(blob: PolicyBlob, weights: dict[str, torch.Tensor]) -> Policy:
-    """The worker's copy of the blob's policy (loaded once) with these weights, in eval mode."""
-    policy = _policy(blob)
-    policy.model.load_state_dict(weights)
-    policy.model.eval()
-    return policy
 
 
 def task_infos(env: str, env_tasks: Sequence[str] | None, payloads: Sequence[Any]) -> list[TaskInfo]:
@@ -157,16 +114,6 @@ def attach(got: Collected, infos: Sequence[TaskInfo]) -> list[Trajectory]:
     for tr, i in zip(got.trajectories, got.task_index):
         tr.task = infos[i]
     return got.trajectories
-
-
-def _worker_init(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
-def local_executor(workers: int = 1, threads: int = 1) -> Executor:
-    """Spawned worker processes on this machine (spawn, never fork: deltalake's runtime does not survive a fork),
-    each with `threads` torch threads."""
-    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,))
 
 
 class DaskExecutor(Executor):

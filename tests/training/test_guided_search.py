@@ -80,8 +80,8 @@ def test_a_search_ordered_by_the_prior_solves_a_form_breadth_first_search_cannot
 def test_a_guided_search_job_in_a_worker_searches_with_the_weights_it_was_sent(tiny_policy) -> None:
     from schemas.prompt import PromptConfig
     from training.prior import ActionPrior
+    from training.procs import PolicyBlob, local_executor
     from training.search import SearchJob, search_batch, search_infos
-    from training.workers import PolicyBlob, local_executor
 
     info, _ = _form_task()
     blob = PolicyBlob.of(tiny_policy)  # shipped once; the weights travel with every job
