@@ -55,8 +55,8 @@ def tuned_flywheel() -> FlywheelConfig:
         rl=RLConfig(algo="ppo", iterations=1, tasks_per_iter=16, group_size=4, value_pretrain_steps=5, minibatch_size=32,
                     ppo_epochs=1, curriculum=False, all_equal="keep", alpha=0.05, loss_norm="token", negative_weight=1.0,
                     rehearsal_coef=0.0, optim=OptimConfig(lr=1e-4, warmup_steps=0)),
-        # Acting (sampling, annotation proposals, evaluation) in two processes of one thread each: 280 held-out tasks
-        # in 15.9-20.2 s against 22.3-27.4 s in one process on two threads (training/procs.py)
+        # Acting (sampling, annotation proposals, evaluation) in two processes of one thread each: 1.18x one process on
+        # two threads over 16 interleaved held-out evaluations (docs/training.md, "Rejection sampling and evaluation")
         sampling=SamplingConfig(tasks=96, attempts=2, max_new_tokens=40, processes=2),
         eval=EvalConfig(max_new_tokens=40, processes=2),
         max_new_tokens=40,
