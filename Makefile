@@ -50,7 +50,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test: setup lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --timeout 900
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --timeout 900 --durations=30
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" --timeout 600

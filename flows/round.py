@@ -67,6 +67,23 @@ def stage_task(
     return info
 
 
+def _acting_processes(cfg: RoundConfig, todo: list[str]) -> int:
+    """The most processes the round's pending acting stages (sample, annotate, evaluate) will act with
+    (`training.procs.acting_processes`): helpers are warmed only when a stage will use them, not for a tiny round's
+    few tasks, nor for a backend whose tasks share a browser pool (they act in-process)."""
+    from training.procs import acting_processes
+
+    acting = [s for s in ("sample", "annotate", "evaluate") if s in todo]
+    if not acting:
+        return 1
+    f, heldout = cfg.flywheel, cfg.backend.heldout_tasks(cfg.eval_per_cell)
+    if any(t.max_concurrent is not None for t in heldout[:1]):
+        return 1
+    sizes = {"sample": (f.sampling.tasks, f.sampling.processes), "annotate": (cfg.annotate_tasks, f.eval.processes),
+             "evaluate": (len(heldout), f.eval.processes)}  # fmt: skip
+    return max(acting_processes(*sizes[s]) for s in acting)
+
+
 @flow(name="train-stage")
 def train_stage(
     lake: str, round: int, stage: str, landing: str | None = None, cfg: RoundConfig | None = None
@@ -122,10 +139,10 @@ def flywheel_round(
         record_config(lk, r, cfg, Path(landing))
         todo = pending_stages(lk, r, cfg)
         logger.info("round %s: stages to run: %s", r, ", ".join(todo) or "none")
-        if cfg.flywheel.eval.processes > 1 and {"sample", "annotate", "evaluate"} & set(todo):
+        if (n := _acting_processes(cfg, todo)) > 1:
             from training.procs import warm_helpers
 
-            warm_helpers(cfg.flywheel.eval.processes)  # their start runs beside the first stages, not in an evaluation
+            warm_helpers(n)  # their start runs beside the first stages, not in an evaluation
         out: dict[str, Any] = {"round": r, "stages": {}}
         for stage in todo:
             lock.update(f"round {r} (stage {stage})")

@@ -88,6 +88,17 @@ def local_executor(workers: int = 1, threads: int = 1) -> Executor:
 # ----------------------------------------------------------------------------------- acting on two cores
 _HELPERS: dict[int, Executor] = {}
 
+#: The fewest tasks a process of `split_episodes` gets: a helper's start (importing torch and the model code, 5-8 s of
+#: CPU on 2 cores) is more than acting on a smaller share takes, and the number of processes must follow from the task
+#: count alone (a part samples with a seed of its own), never from whether a helper happens to be up.
+MIN_TASKS_PER_PROCESS = 32
+
+
+def acting_processes(n_tasks: int, processes: int, min_tasks: int = MIN_TASKS_PER_PROCESS) -> int:
+    """How many processes `split_episodes` acts on `n_tasks` tasks with: at most `processes`, each with at least
+    `min_tasks` tasks (one when there are fewer)."""
+    return max(1, min(processes, n_tasks // max(1, min_tasks)))
+
 
 def helpers(n: int) -> Executor:
     """`n` one-thread worker processes kept for the life of this process (started on first use, shut down at exit):
@@ -144,6 +155,7 @@ def split_episodes(
     *,
     seed: int = 0,
     on_step: Callable[[int], None] | None = None,
+    min_tasks: int = MIN_TASKS_PER_PROCESS,
     **params: Any,
 ) -> list[Trajectory]:
     """`run_episodes` on `processes` processes of one thread each (this one and helpers), the tasks dealt out in
@@ -154,8 +166,9 @@ def split_episodes(
     processes of one thread each took the 280 held-out tasks 1.18x faster than one process on two threads (16
     interleaved pairs, docs/training.md). Progress (`on_step`) counts this process's episodes as they end and a helper's
     when its part comes back. Part i samples with seed `seed + i`; greedy decoding (evaluation) does not sample. One
-    process, as before, when `processes` is 1, the policy or tasks cannot travel, or there are too few tasks."""
-    k = min(processes, len(tasks))
+    process, as before, when `processes` is 1, the policy or tasks cannot travel, or there are fewer than `min_tasks` tasks
+    for each process (`acting_processes`)."""
+    k = acting_processes(len(tasks), processes, min_tasks)
     if k <= 1 or not travels(policy, tasks, params):
         return run_episodes(policy.model, policy.tokenizer, tasks, policy_version=policy.version, seed=seed,
                             on_step=on_step, **params)  # fmt: skip
