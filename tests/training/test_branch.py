@@ -83,6 +83,7 @@ def stepped_tasks(n: int, seed: int):
     return [replace(t, make_env=SteppedTwoButtons) for t in two_button_tasks(n, seed)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_rl_with_step_groups_takes_the_tiny_env_from_near_0_to_near_1_and_a_flipped_sign_does_not(
     tiny_policy, sign: float, monkeypatch: pytest.MonkeyPatch
@@ -174,6 +175,7 @@ def test_a_loop_repeating_one_action_is_branched_once() -> None:
     assert first_visits(tr, [2, 3], seen) == []  # a second attempt at the same task meets the same situations
 
 
+@pytest.mark.slow
 def test_step_groups_with_the_progress_reward_keep_verified_corrections_for_self_imitation(tiny_policy) -> None:
     import training.rl as rl
 

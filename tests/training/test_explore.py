@@ -102,6 +102,7 @@ def _go_rate(policy, n: int = 48) -> float:
     return sum(t.passed for t in trajs) / len(trajs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("explore", [True, False])
 def test_searching_the_screen_teaches_a_button_the_policy_never_samples_and_sampling_alone_does_not(
     tiny_policy, explore: bool

@@ -197,6 +197,7 @@ def _reward(trajs) -> list[float]:
     return [1.0 if t.passed else 0.0 for t in trajs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_rl_alone_takes_a_tiny_env_from_near_0_to_near_1_and_a_flipped_sign_does_not(

@@ -122,6 +122,7 @@ def test_a_server_serving_another_model_is_refused_in_one_line(served_dir, serve
     assert r.status_code == 404
 
 
+@pytest.mark.slow
 def test_a_round_acting_through_the_server_equals_the_in_process_round(tmp_path) -> None:
     """Round 0 in-process, then round 1 twice from copies of that lake: once in-process, once with sample, annotate
     and evaluate going through `flywheel policy serve --lake` (which loads each checkpoint a stage asks for). Sampling
