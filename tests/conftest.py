@@ -28,12 +28,6 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 EXTERNAL = SHARED / "external"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first (a stable sort): under `-n 2` the long ones then start early, and the run does not end
-    with one worker on a long test while the other idles."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.fixture(scope="session")
 def external() -> Path:
     """Real external data (read-only): ../shared/external."""
