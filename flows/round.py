@@ -71,13 +71,13 @@ def _acting_processes(cfg: RoundConfig, todo: list[str]) -> int:
     """The most processes the round's pending acting stages (sample, annotate, evaluate) will act with
     (`training.procs.acting_processes`): helpers are warmed only when a stage will use them, not for a tiny round's
     few tasks, nor for a backend whose tasks share a browser pool (they act in-process)."""
-    from training.procs import acting_processes
+    from training.procs import acting_processes, pooled
 
     acting = [s for s in ("sample", "annotate", "evaluate") if s in todo]
     if not acting:
         return 1
     f, heldout = cfg.flywheel, cfg.backend.heldout_tasks(cfg.eval_per_cell)
-    if any(t.max_concurrent is not None for t in heldout[:1]):
+    if pooled(heldout):
         return 1
     sizes = {"sample": (f.sampling.tasks, f.sampling.processes), "annotate": (cfg.annotate_tasks, f.eval.processes),
              "evaluate": (len(heldout), f.eval.processes)}  # fmt: skip

@@ -125,6 +125,11 @@ def warm_helpers(n: int) -> None:
             pool.submit(_warm)
 
 
+def pooled(tasks: Sequence[TaskInfo]) -> bool:
+    """Whether these tasks share a pool of environments (a browser pool's `max_concurrent`): they act in-process."""
+    return any(t.max_concurrent is not None for t in tasks)
+
+
 def travels(policy: Any, tasks: Sequence[TaskInfo], params: dict[str, Any]) -> bool:
     """Whether a helper can act on these tasks with this policy and `run_episodes` options: a local text policy (a
     served or vision policy acts in-process), tasks whose environments a helper can build and options it can use (they
@@ -132,7 +137,7 @@ def travels(policy: Any, tasks: Sequence[TaskInfo], params: dict[str, Any]) -> b
     model = getattr(policy, "model", None)
     if not isinstance(model, torch.nn.Module) or getattr(model, "vision", None) is not None:
         return False  # a served model (training/served.py) is not a module; a vision policy acts on screenshots
-    if any(t.max_concurrent is not None for t in tasks):
+    if pooled(tasks):
         return False
     try:
         pickle.dumps((list(tasks), params))
