@@ -158,9 +158,10 @@ def sort_order(words: np.ndarray) -> np.ndarray:
     return order
 
 
-def contains(runs: Iterable[np.ndarray], words: np.ndarray) -> np.ndarray:
+def contains(runs: Iterable[np.ndarray], words: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """Which rows of `words` ((n, 2) uint64) occur in any of `runs` (each sorted by `sort_words`): an exact
-    128-bit match, vectorised for any key distribution.
+    128-bit match, vectorised for any key distribution. `order`: a permutation that sorts `words` by the high word,
+    when the caller has one (`sort_order`'s does), saving the sort.
 
     A binary search on the high word finds each query's range of equal high words; ranges of more than one entry
     (keys sharing their first 16 hex digits: sequential or time-ordered ids) are searched on the low word by
@@ -168,7 +169,8 @@ def contains(runs: Iterable[np.ndarray], words: np.ndarray) -> np.ndarray:
     found = np.zeros(len(words), dtype=bool)
     if not len(words):
         return found
-    order = np.argsort(words[:, 0], kind="stable")  # sorted queries: the searches walk each run once
+    if order is None:  # sorted queries: the searches walk each run once
+        order = np.argsort(words[:, 0], kind="stable")
     q = words[order]
     qhi, qlo = np.ascontiguousarray(q[:, 0]), np.ascontiguousarray(q[:, 1])
     hit = np.zeros(len(q), dtype=bool)

@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.keyindex import FileIndex, contains, fmix64, key_words, sort_words
-from validators.base import EpisodeBatch, Outcome, Validator
+from storage.keyindex import FileIndex, contains, fmix64, key_words, sort_order
+from validators.base import EpisodeBatch, Outcome, Validator, scatter
 
 DUPLICATE = "duplicate"
 _POLARS = __import__("polars").__version__
@@ -47,8 +47,9 @@ def _hex(words: list[np.ndarray]) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw))
 
 
-def content_keys(b: EpisodeBatch) -> pa.Array:
-    """A 128-bit content key per episode: two seeded Polars row hashes of (instruction, [actions]), as 32 hex chars.
+def content_words(b: EpisodeBatch) -> np.ndarray:
+    """A 128-bit content key per episode as (n, 2) uint64 words: two seeded Polars row hashes of (instruction,
+    [actions]); `content_keys` spells them in hex, `storage.keyindex.key_words` reads them back.
 
     Polars only promises hash stability within one Polars version, so the version is part of ExactDedup's version:
     after an upgrade the pile keys are recomputed from the piles instead of read from stale verdicts.
@@ -58,8 +59,16 @@ def content_keys(b: EpisodeBatch) -> pa.Array:
     # the actions as one list per episode, chunk by chunk (no copy of the strings; a row's hash does not depend on
     # how the frame is chunked)
     actions = b.step_lists("action", fill="")
-    df = pl.DataFrame({"i": pl.Series(pc.fill_null(b.col("instruction"), "")), "a": pl.Series(actions)})
-    return _hex([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)])
+    df = pl.DataFrame(
+        {"i": pl.Series(pc.fill_null(b.col("instruction"), "")), "a": pl.from_arrow(actions, rechunk=False)}
+    )
+    return np.column_stack([df.hash_rows(seed=s).to_numpy() for s in (0x5EED, 0xF1E1)]).astype(np.uint64)
+
+
+def content_keys(b: EpisodeBatch) -> pa.Array:
+    """`content_words` as 32 hex characters per episode (the pile rows' content_key)."""
+    words = content_words(b)
+    return _hex([words[:, 0], words[:, 1]])
 
 
 #: What the dedup indexes read of a pile's episodes: the content, nothing else of the steps.
@@ -100,7 +109,7 @@ class ExactDedup(Validator):
                     lake, t.filter(pa.array(~ok)).select(["episode_id", "round"]), ["instruction", "steps"], ["action"]
                 )
                 if e.num_rows:
-                    words.append(key_words(content_keys(EpisodeBatch(e))))
+                    words.append(content_words(EpisodeBatch(e)))
             return np.concatenate(words)
 
         return FileIndex(
@@ -123,31 +132,41 @@ class ExactDedup(Validator):
     def pile_columns(self, batch: EpisodeBatch) -> dict[str, pa.Array]:
         return {"content_key": self._keys(batch), "content_key_version": pa.repeat(pa.scalar(self.version), batch.n)}
 
+    def _words(self, b: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's content words and the order that sorts them (computed once per batch)."""
+        if "dedup_words" not in b._cache:
+            words = content_words(b)
+            b._cache["dedup_words"] = words, sort_order(words)
+        return b._cache["dedup_words"]
+
     def _keys(self, b: EpisodeBatch) -> pa.Array:
         if "dedup_keys" not in b._cache:
-            b._cache["dedup_keys"] = content_keys(b)
+            words, _ = self._words(b)
+            b._cache["dedup_keys"] = _hex([words[:, 0], words[:, 1]])
         return b._cache["dedup_keys"]
 
     def _check(self, b: EpisodeBatch) -> Outcome:
-        keys = self._keys(b)
-        in_pile = contains(self._runs, key_words(keys))
-        first = (
-            pa.table({"k": keys, "i": pa.array(np.arange(b.n))})
-            .group_by("k", use_threads=False)
-            .aggregate([("i", "min")])
-        )
+        words, order = self._words(b)
+        in_pile = contains(self._runs, words, order)
+        # the first of each run of equal keys in sorted order; its smallest position is the batch's first copy
         is_first = np.zeros(b.n, dtype=bool)
-        is_first[first.column("i_min").to_numpy()] = True
+        if b.n:
+            ranked = words[order]
+            starts = np.flatnonzero(np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)])
+            is_first[np.minimum.reduceat(order, starts)] = True
         failed = in_pile | ~is_first
         details = None  # passes need none: the pile row carries the key (content_key)
         if failed.any():
-            where = pa.array(np.where(in_pile, "pile", "batch"))
-            dup = pc.binary_join_element_wise('{"key":"', keys, '","duplicate_of":"', where, '"}', "")
-            details = pc.if_else(pa.array(failed), dup, pa.scalar(None, pa.string()))
+            bad = np.flatnonzero(failed)
+            where = pa.array(np.where(in_pile[bad], "pile", "batch"), pa.string())
+            dup = pc.binary_join_element_wise('{"key":"', self._keys(b).take(pa.array(bad)), '","duplicate_of":"',
+                                              where, '"}', "")  # fmt: skip
+            details = scatter(dup, bad, b.n)
         return Outcome(failed, DUPLICATE, details=details)
 
     def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
-        self._runs.append(sort_words(key_words(self._keys(b))))
+        words, order = self._words(b)
+        self._runs.append(np.ascontiguousarray(words[order]))
 
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)

@@ -30,7 +30,7 @@ from storage import projection
 from storage.errors import LakeError
 from storage.lake import Lake
 from storage.piles import pile_ids
-from validators.base import EpisodeBatch, Validator
+from validators.base import EpisodeBatch, Validator, scatter
 from validators.quality import COLUMNS as DQ_COLUMNS
 from validators.quality import DataQualityError, DQResult, run_suite
 from validators.registry import Policy, ValidationContext, ValidatorSpec, load_policy
@@ -180,7 +180,7 @@ def decide(
         used.append(v)
         for name, col in v.pile_columns(sub).items():
             if name not in extra:
-                extra[name] = col if len(idx) == batch.n else _scatter(col, idx, batch.n)
+                extra[name] = col if len(idx) == batch.n else scatter(col, idx, batch.n)
         pri = _prior_for(prior, v)
         stored = None
         if pri is not None:  # reuse stored verdicts for the same key
@@ -218,13 +218,6 @@ def decide(
     verdicts = pa.concat_tables(parts) if parts else None
     reasons = _reason_lists(batch.n, fail_ep, fail_order, fail_code)
     return Decision(verdicts, passed, reasons, used, extra)
-
-
-def _scatter(col: pa.Array, idx: np.ndarray, n: int) -> pa.Array:
-    """A length-n array with col's values at positions idx and nulls elsewhere."""
-    inv = np.full(n, -1, dtype=np.int64)
-    inv[idx] = np.arange(len(idx))
-    return col.take(pa.array(inv, mask=inv < 0))
 
 
 def _reason_lists(n: int, eps: list[np.ndarray], orders: list[np.ndarray], codes: list[pa.Array]) -> pa.Array:

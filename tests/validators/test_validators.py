@@ -131,6 +131,24 @@ def test_exact_dedup_batch_and_pile(shot):
     assert v.check(c).passed
 
 
+def test_exact_dedup_passes_the_first_copy_of_each_content_wherever_the_copies_sit(shot):
+    """In-batch duplicates are found from the sorted content words: exactly the first episode of each content
+    passes, every later copy fails as a duplicate of the batch."""
+    pool = [make_episode(shot, i=i) for i in range(4)]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.integers(0, 3), min_size=1, max_size=14))
+    def check(picks):
+        eps = [replace(pool[p], session_id=f"copy{j}", episode_id="") for j, p in enumerate(picks)]
+        res = ExactDedup().check_batch(episodes_to_table(eps)).to_pylist()
+        first = {p: j for j, p in reversed(list(enumerate(picks)))}
+        assert [r["passed"] for r in res] == [first[p] == j for j, p in enumerate(picks)]
+        assert all(json.loads(r["details"])["duplicate_of"] == "batch" for r in res if not r["passed"])
+        assert all(r["details"] is None and r["reason"] == "ok" for r in res if r["passed"])
+
+    check()
+
+
 def test_near_dedup_catches_a_small_change(shot):
     a = make_episode(shot, i=1, n_steps=12)
     near = with_step(a, 3, action="click(point='<point>11 20</point>')")
@@ -312,3 +330,44 @@ def test_exact_dedup_keys_do_not_depend_on_chunking(shot):
     assert content_keys(EpisodeBatch(parts)).equals(whole)
     assert content_keys(EpisodeBatch(parts.slice(3))).equals(whole.slice(3))
     assert content_text(EpisodeBatch(parts)).to_pylist() == content_text(EpisodeBatch(table)).to_pylist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.text(st.sampled_from(" \t\n\x00a\u00a0\u2003\u00e9\x7f\x1fZ"), max_size=4)),
+             max_size=30),
+    st.integers(0, 5),
+    st.integers(0, 3),
+)  # fmt: skip
+def test_has_text_matches_arrows_whitespace_test(values, offset, cut):
+    """The numpy first-byte path of `_has_text` agrees with Arrow's Unicode whitespace test on every string: empty,
+    null, leading NUL, non-ASCII spaces (U+00A0, U+2003), sliced and chunked arrays."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from validators.structural import _has_text
+
+    def arrow(a):
+        ok = pc.and_(pc.greater(pc.binary_length(a), 0), pc.invert(pc.utf8_is_space(a)))
+        return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    a = pa.array(values, pa.string()).slice(min(offset, len(values)))
+    assert _has_text(a).tolist() == arrow(a).tolist()
+    chunked = pa.chunked_array([a, a.slice(cut)], pa.string())
+    assert _has_text(chunked).tolist() == arrow(chunked).tolist()
+
+
+def test_per_value_over_dictionaries_equals_the_plain_answer():
+    """`per_value` answers once per distinct value and gathers by the indices: the same booleans as asking every
+    element, null indices and an all-null chunk (empty dictionary) False."""
+    import pyarrow.compute as pc
+
+    from validators.base import per_value
+
+    values = ["a", None, "bb", "a", "", "bb", None]
+    plain = pa.array(values, pa.string())
+    dictionary = pa.chunked_array([plain.dictionary_encode(), pa.array([None, None], pa.string()).dictionary_encode()])
+    fn = lambda v: pc.greater(pc.binary_length(v), 0)
+    want = [v is not None and len(v) > 0 for v in values] + [False, False]
+    assert per_value(dictionary, fn).tolist() == want
+    assert per_value(pa.chunked_array([plain, pa.array([None, None], pa.string())]), fn).tolist() == want
