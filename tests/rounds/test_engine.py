@@ -48,6 +48,27 @@ def test_sizes_of_zero_switch_stages_off() -> None:
     assert due_stages(1, off) == ["intake", "route", "sft", "evaluate", "summary"]
 
 
+def test_the_round_warms_acting_helpers_only_for_a_stage_that_splits() -> None:
+    """A helper process is warmed when a pending acting stage has 32 tasks per process (the default round: 96
+    sampled, 480 annotation and 280 held-out tasks, two processes), never for stages that do not act, a tiny
+    round's few tasks, or a backend whose tasks share a browser pool (MiniWoB++: they act in-process)."""
+    from flows.round import _acting_processes
+
+    acting = ["sample", "annotate", "evaluate"]
+    assert _acting_processes(CFG, acting) == 2
+    assert _acting_processes(CFG, ["evaluate", "summary"]) == 2
+    assert _acting_processes(CFG, ["intake", "route", "sft", "rl", "summary"]) == 1
+    f = CFG.flywheel
+    tiny = replace(CFG, annotate_tasks=4, eval_per_cell=1, flywheel=replace(f, sampling=replace(f.sampling, tasks=6)))
+    assert _acting_processes(tiny, acting) == 1  # 6, 4 and 35 tasks: under two processes' worth
+    assert _acting_processes(replace(tiny, annotate_tasks=64), acting) == 2  # one stage that splits is enough
+    one = replace(
+        CFG, flywheel=replace(f, sampling=replace(f.sampling, processes=1), eval=replace(f.eval, processes=1))
+    )
+    assert _acting_processes(one, acting) == 1
+    assert _acting_processes(replace(CFG, env="miniwob"), acting) == 1
+
+
 def test_pending_skips_done_stages_and_state_follows_the_summary(lake) -> None:
     assert round_state(lake, 1) == "new"
     _done(lake, 1, "sample")
