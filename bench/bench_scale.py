@@ -9,7 +9,9 @@ to the total) it times: every SQL example of docs/queries.md, an audit sample (2
 the dashboard render, `flywheel check`, and the lake's size on disk.
 
 Figures compare the largest point reached against the first (1M): rates should not drop, times should grow no
-faster than the number of episodes (ratio = linear extrapolation / measured time; >= 1 is linear or better).
+faster than the number of episodes (ratio = linear extrapolation / measured time; >= 1 is linear or better). The
+rates compare rounds run minutes apart, so each round also times a fixed Parquet write and read (`reference_seconds`)
+and the rate figures are corrected by it (rate x reference time); the raw ratio stays in the figure's note.
 
 Resumable: the lake lives in BENCH_SCALE_DIR (default <tmp>/flywheel-bench-scale-<N>) with a state file; a run
 that is stopped continues from the last finished round (ingestion is idempotent anyway). The folder is deleted
@@ -106,6 +108,20 @@ def lake_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
+def reference_seconds(table: pa.Table, path: Path, reps: int = 3) -> float:
+    """The host's speed now: the median time of writing a fixed episodes table to Parquet and reading it back (what a
+    round's ingest and routing mostly do). A round's time divided by it compares rounds run minutes apart on a host
+    whose speed drifts: a slow spell stretches both."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        pq.write_table(table, path)
+        pq.read_table(path)
+        times.append(time.perf_counter() - t0)
+    path.unlink(missing_ok=True)
+    return float(np.median(times))
+
+
 # --------------------------------------------------------------------------------------------- measure
 def measure(lake, n_episodes: int, last_round: int, workdir: Path) -> dict[str, Any]:
     from dashboards.render import render_dashboard
@@ -161,6 +177,7 @@ def build(cfg: dict[str, Any]) -> dict[str, Any]:
     save = lambda: state_path.write_text(json.dumps(state, indent=1))
     lake = Lake.open(root / "lake", create=True)
     pool = screenshot_pool(lake, k=64)
+    reference = synthetic_rollouts(20_000, 0, screenshots=pool, steps=cfg["steps"], seed=3)
     per_round = cfg["total"] // cfg["rounds"]
     points = list(cfg["points"])
     work = root / "work"
@@ -187,6 +204,7 @@ def build(cfg: dict[str, Any]) -> dict[str, Any]:
                 "n": n,
                 "ingest_s": t_ing,
                 "route_s": t_route,
+                "ref_s": reference_seconds(reference, work / "reference.parquet"),
                 "n_new": summary.n_new,
                 "pass_rate": summary.pass_rate,
             }
@@ -207,6 +225,8 @@ def build(cfg: dict[str, Any]) -> dict[str, Any]:
             m = measure(lake, total_so_far, r, work)
             m["ingest_rate"] = sum(v["n"] for v in seg_rounds) / sum(v["ingest_s"] for v in seg_rounds)
             m["route_rate"] = sum(v["n"] for v in seg_rounds) / sum(v["route_s"] for v in seg_rounds)
+            refs = [v.get("ref_s") for v in seg_rounds]
+            m["ref_s"] = float(np.mean(refs)) if all(refs) else None  # a state file from before the reference: none
             state["points"][str(p)] = m
             save()
             console.print(f"point {total_so_far:,}: ingest {m['ingest_rate']:,.0f}/s, route {m['route_rate']:,.0f}/s, "
@@ -223,24 +243,7 @@ def figures(state: dict[str, Any]) -> list[Figure]:
     a, b = pts[0], pts[-1]
     grow = b["episodes"] / a["episodes"]
     note = f"{a['episodes']:,} -> {b['episodes']:,} episodes ({grow:.1f}x)"
-    figs = [
-        Figure(
-            f"ingest rate at {b['episodes']:,} vs at {a['episodes']:,}",
-            b["ingest_rate"],
-            a["ingest_rate"],
-            "episodes/s",
-            0.8,
-            note=note,
-        ),
-        Figure(
-            f"route rate at {b['episodes']:,} vs at {a['episodes']:,}",
-            b["route_rate"],
-            a["route_rate"],
-            "episodes/s",
-            0.8,
-            note=note,
-        ),
-    ]
+    figs = [_rate_figure(a, b, "ingest_rate", "ingest", note), _rate_figure(a, b, "route_rate", "route", note)]
     for key, label in (("queries_s", "docs/queries.md examples (all)"), ("audit_sample_s", "audit sample (200)"),
                        ("dashboard_s", "dashboard render"), ("check_s", "flywheel check")):  # fmt: skip
         figs.append(Figure(f"{label}: time vs linear growth", b[key], a[key] * grow, "s", 0.8, lower_is_better=True,
@@ -248,6 +251,23 @@ def figures(state: dict[str, Any]) -> list[Figure]:
     figs.append(Figure("lake bytes per episode vs at the first point", b["lake_bytes"] / b["episodes"], a["lake_bytes"] / a["episodes"],
                        "B/episode", 0.8, lower_is_better=True, note=f"{b['lake_bytes'] / 2**30:.2f} GiB at {b['episodes']:,}"))  # fmt: skip
     return figs
+
+
+def _rate_figure(a: dict[str, Any], b: dict[str, Any], key: str, what: str, note: str) -> Figure:
+    """A rate at the last point against the first, each times the reference time of its rounds (the host's speed
+    then): rounds minutes apart are compared as if the host had kept one speed. The raw ratio is in the note."""
+    raw = f"raw {b[key]:,.0f} vs {a[key]:,.0f} episodes/s = {b[key] / a[key]:.2f}x"
+    label = f"{what} rate at {b['episodes']:,} vs at {a['episodes']:,}"
+    if not (a.get("ref_s") and b.get("ref_s")):
+        return Figure(label, b[key], a[key], "episodes/s", 0.8, note=f"{note}; no reference timing: {raw}")
+    return Figure(
+        label + " (host speed corrected)",
+        b[key] * b["ref_s"],
+        a[key] * a["ref_s"],
+        "episodes/ref",
+        0.8,
+        note=f"{note}; {raw}; reference write+read {a['ref_s']:.3f} s -> {b['ref_s']:.3f} s",
+    )
 
 
 def print_points(state: dict[str, Any]) -> None:
@@ -258,6 +278,7 @@ def print_points(state: dict[str, Any]) -> None:
         "episodes",
         "ingest/s",
         "route/s",
+        "reference s",
         "queries s",
         "audit s",
         "dashboard s",
@@ -266,7 +287,7 @@ def print_points(state: dict[str, Any]) -> None:
         title="bench_scale points",
     )
     for m in pts:
-        t.add_row(f"{m['episodes']:,}", f"{m['ingest_rate']:,.0f}", f"{m['route_rate']:,.0f}", f"{m['queries_s']:.2f}",
+        t.add_row(f"{m['episodes']:,}", f"{m['ingest_rate']:,.0f}", f"{m['route_rate']:,.0f}", f"{m.get('ref_s') or float('nan'):.3f}", f"{m['queries_s']:.2f}",
                   f"{m['audit_sample_s']:.2f}", f"{m['dashboard_s']:.2f}", f"{m['check_s']:.2f}", f"{m['lake_bytes'] / 2**30:.2f}")  # fmt: skip
     console.print(t)
     if pts:
