@@ -158,10 +158,16 @@ def sort_order(words: np.ndarray) -> np.ndarray:
     return order
 
 
-def contains(runs: Iterable[np.ndarray], words: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
+def contains(
+    runs: Iterable[np.ndarray],
+    words: np.ndarray,
+    order: np.ndarray | None = None,
+    prefilter: HighWordFilter | None = None,
+) -> np.ndarray:
     """Which rows of `words` ((n, 2) uint64) occur in any of `runs` (each sorted by `sort_words`): an exact
     128-bit match, vectorised for any key distribution. `order`: a permutation that sorts `words` by the high word,
-    when the caller has one (`sort_order`'s does), saving the sort.
+    when the caller has one (`sort_order`'s does), saving the sort. `prefilter`: a HighWordFilter over these runs;
+    only the queries it passes are searched.
 
     A binary search on the high word finds each query's range of equal high words; ranges of more than one entry
     (keys sharing their first 16 hex digits: sequential or time-ordered ids) are searched on the low word by
@@ -169,6 +175,12 @@ def contains(runs: Iterable[np.ndarray], words: np.ndarray, order: np.ndarray | 
     found = np.zeros(len(words), dtype=bool)
     if not len(words):
         return found
+    if prefilter is not None:
+        maybe = prefilter.candidates(words)
+        if len(maybe) < len(words):
+            runs = list(runs)
+            found[maybe] = contains(runs, words[maybe]) if len(maybe) and runs else False
+            return found
     if order is None:  # sorted queries: the searches walk each run once
         order = np.argsort(words[:, 0], kind="stable")
     q = words[order]
@@ -188,6 +200,29 @@ def contains(runs: Iterable[np.ndarray], words: np.ndarray, order: np.ndarray | 
         hit |= (hi[at] == qhi) & (lo[at] == qlo)
     found[order] = hit
     return found
+
+
+class HighWordFilter:
+    """A filter over the high words of many runs: one byte per bucket of the high word's top bits, set where some
+    stored key falls. A query whose bucket is empty is in no run, so `contains` searches the runs only for the rest:
+    with a run per pile file, the searches grew with the lake (30 runs at 3M episodes: 0.27 CPU-s a round), the
+    filter costs one pass over the stored words when built and one lookup per query. No false negatives; keys that
+    share their top bits (sequential ids) pass it and are searched as before."""
+
+    def __init__(self, runs: Iterable[np.ndarray], expected: int) -> None:
+        bits = int(min(26, max(12, np.ceil(np.log2(max(expected, 1) * 8)))))  # about 8 buckets per key
+        self._shift = np.uint64(64 - bits)
+        self._table = np.zeros(1 << bits, dtype=bool)
+        for run in runs:
+            self.add(run)
+
+    def add(self, run: np.ndarray) -> None:
+        if len(run):
+            self._table[run[:, 0] >> self._shift] = True
+
+    def candidates(self, words: np.ndarray) -> np.ndarray:
+        """Rows of `words` that may be in a run (the others are in none)."""
+        return np.flatnonzero(self._table[words[:, 0] >> self._shift])
 
 
 #: Ranges of equal high words longer than this get one np.searchsorted each (at most len(run) / TIE_RUN calls);

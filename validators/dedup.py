@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.keyindex import FileIndex, contains, fmix64, key_words, sort_order
+from storage.keyindex import FileIndex, HighWordFilter, contains, fmix64, key_words, sort_order
 from validators.base import EpisodeBatch, Outcome, Validator, scatter
 
 DUPLICATE = "duplicate"
@@ -93,6 +93,7 @@ class ExactDedup(Validator):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self._runs: list[np.ndarray] = []  # sorted (n, 2) uint64 key words: one run per pile file, one per batch
+        self._filter: HighWordFilter | None = None  # over the runs' high words (built in `prepare`)
 
     def pile_index(self, lake: Any) -> FileIndex:
         """The piles' key index for this version: per pile data file, its rows' content keys (the content_key
@@ -125,6 +126,8 @@ class ExactDedup(Validator):
 
         index = self.pile_index(lake)
         self._runs = [r for p in PILES for r in keyindex.runs(lake, p, index, lake.delta(p))]
+        stored = sum(len(r) for r in self._runs)
+        self._filter = HighWordFilter(self._runs, 2 * stored + 1_000_000) if len(self._runs) > 4 else None
 
     def pile_indexes(self, lake: Any) -> list[FileIndex]:
         return [self.pile_index(lake)]
@@ -147,7 +150,7 @@ class ExactDedup(Validator):
 
     def _check(self, b: EpisodeBatch) -> Outcome:
         words, order = self._words(b)
-        in_pile = contains(self._runs, words, order)
+        in_pile = contains(self._runs, words, order, prefilter=self._filter)
         # the first of each run of equal keys in sorted order; its smallest position is the batch's first copy
         is_first = np.zeros(b.n, dtype=bool)
         if b.n:
@@ -167,6 +170,8 @@ class ExactDedup(Validator):
     def after_batch(self, b: EpisodeBatch, passed: np.ndarray) -> None:
         words, order = self._words(b)
         self._runs.append(np.ascontiguousarray(words[order]))
+        if self._filter is not None:
+            self._filter.add(self._runs[-1])
 
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)

@@ -371,3 +371,26 @@ def test_per_value_over_dictionaries_equals_the_plain_answer():
     want = [v is not None and len(v) > 0 for v in values] + [False, False]
     assert per_value(dictionary, fn).tolist() == want
     assert per_value(pa.chunked_array([plain, pa.array([None, None], pa.string())]), fn).tolist() == want
+
+
+def test_the_high_word_prefilter_never_changes_what_contains_finds() -> None:
+    """`contains` with a HighWordFilter finds exactly what it finds without one: random keys, keys sharing their
+    high word (sequential ids pass the filter and are searched), queries present, absent and off by one bit, and a
+    run added after the filter was built."""
+    import numpy as np
+
+    from storage.keyindex import HighWordFilter, contains, sort_words
+
+    rng = np.random.default_rng(3)
+    rand = rng.integers(0, 2**63, (3000, 2), dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    seq = np.column_stack([np.full(500, 7, np.uint64), np.arange(500, dtype=np.uint64)])
+    runs = [sort_words(rand[:1000]), sort_words(rand[1000:2000]), sort_words(seq[:250])]
+    filt = HighWordFilter(runs, 100_000)
+    late = sort_words(rand[2000:2500])
+    runs.append(late)
+    filt.add(late)
+    q = np.concatenate([rand, seq, rand[:300] ^ np.array([0, 1], np.uint64)])
+    want = contains(runs, q)
+    assert want[:2500].all() and not want[2500:3000].any() and want[3000:3250].all() and not want[3250:].any()
+    assert (contains(runs, q, prefilter=filt) == want).all()
+    assert len(filt.candidates(q[2500:3000])) < 100  # absent random keys mostly stop at the filter
