@@ -77,6 +77,31 @@ def test_duplicates_across_rounds_never_twice_in_sft(lake):
     assert _ids(lake, "sft") == {first.episode_id}
 
 
+def test_duplicates_of_early_rounds_are_caught_through_the_high_word_filter(lake, monkeypatch):
+    """With more than four pile runs, exact dedup looks keys up through its HighWordFilter: copies of round 1's and
+    round 3's episodes still fail as duplicates of the pile in round 6, and new episodes pass."""
+    from storage import keyindex
+
+    asked = []
+    candidates = keyindex.HighWordFilter.candidates
+    monkeypatch.setattr(
+        keyindex.HighWordFilter, "candidates", lambda self, w: asked.append(len(w)) or candidates(self, w)
+    )
+    shot = store_png(lake)
+    rounds = {r: [make_episode(shot, i=10 * r + k, round=r) for k in range(2)] for r in range(1, 6)}
+    for r, eps in rounds.items():
+        land(lake, eps)
+        assert route_round(lake, r).n_pass == 2
+    copies = [replace(rounds[1][0], round=6, session_id="c1", episode_id=""),
+              replace(rounds[3][1], round=6, session_id="c3", episode_id="")]  # fmt: skip
+    new = make_episode(shot, i=99, round=6)
+    land(lake, copies + [new])
+    s = route_round(lake, 6)
+    assert (s.n_pass, s.n_fail) == (1, 2) and s.reasons == {"duplicate": 2}
+    assert _ids(lake, "sft", 6) == {new.episode_id}
+    assert asked, "the filter was not used with five pile runs"
+
+
 def _crash_after_sft(uri: str) -> None:
     from storage import Lake as L
     from validators.routing import route_round as rr
