@@ -84,7 +84,7 @@ def _has_text_chunk(a: pa.Array) -> np.ndarray:
     read from the offsets and data buffers in numpy, and only the rest (empty, leading whitespace or non-ASCII) go
     through Arrow's Unicode whitespace test: over every step's thought that test was 4% of routing's CPU time."""
     if a.type != pa.string() or len(a) == 0:
-        return as_bool(pc.and_(pc.greater(pc.binary_length(a), 0), pc.invert(pc.utf8_is_space(a))))
+        return _has_text_arrow(a)
     offsets = np.frombuffer(a.buffers()[1], np.int32, len(a) + 1, a.offset * 4)
     data = a.buffers()[2]
     first = np.zeros(len(a), dtype=np.uint8)
@@ -96,9 +96,13 @@ def _has_text_chunk(a: pa.Array) -> np.ndarray:
         out &= as_bool(a.is_valid())
     rest = np.flatnonzero(~out & nonempty)  # a null's bytes may be anything: the slow test maps it to False
     if len(rest):
-        sub = a.take(pa.array(rest))
-        out[rest] = as_bool(pc.and_(pc.greater(pc.binary_length(sub), 0), pc.invert(pc.utf8_is_space(sub))))
+        out[rest] = _has_text_arrow(a.take(pa.array(rest)))
     return out
+
+
+def _has_text_arrow(a: pa.Array) -> np.ndarray:
+    """Arrow's Unicode test: non-empty and not all whitespace (null -> False)."""
+    return as_bool(pc.and_(pc.greater(pc.binary_length(a), 0), pc.invert(pc.utf8_is_space(a))))
 
 
 class Schema(Validator):
@@ -275,7 +279,7 @@ class Screenshot(Validator):
                 bad_step = bad_step | bad_img
                 first = b.first_step(bad_img)
                 for e in np.flatnonzero(undecodable):
-                    why[int(e)] = bad_shas[values_at(sha, np.array([b.starts[e] + first[e]]))[0]]
+                    why[int(e)] = bad_shas[sha[int(b.starts[e] + first[e])].as_py()]
         failed = missing | undecodable
         reason = np.where(missing, "screenshot_missing", "screenshot_undecodable")
         first = b.first_step(bad_step)
