@@ -20,7 +20,7 @@ from flows.config import RoundConfig
 from flows.round import flywheel_round
 from flows.stages import Progress, round_state
 from storage.lake import Lake
-from training.demo import ColdStart, landing_for, write_cold_start
+from training.demo import ColdStart, claim_landing, landing_for, write_cold_start
 from training.envs import close_backends
 from validators.rounds import RoundRecord, read_round, read_rounds, update_round
 
@@ -92,6 +92,9 @@ def flywheel_demo(
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)
     landing = str(landing_for(lake))
+    moved = claim_landing(Path(landing), lk.delta("episodes").metadata().id, round_state(lk, 0) != "new")
+    if moved is not None:
+        say("landing", {"round": 0, "landing": landing, "moved": str(moved)})
     if notes and round_state(lk, 0) == "new":
         update_round(lk, 0, breakdown=notes)
     try:

@@ -10,6 +10,7 @@ annotate stage. Nothing here knows about rounds or Prefect.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,36 @@ def landing_for(lake_uri: str) -> Path:
 
         return Path(tempfile.gettempdir()) / "flywheel-demo-landing"
     return Path(str(lake_uri).rstrip("/") + "-landing")
+
+
+#: Names the lake a demo landing area belongs to (its episodes table's Delta id; a dot-entry, so not an upload).
+LANDING_OWNER = ".lake-id"
+
+
+def claim_landing(landing: Path, lake_id: str, lake_started: bool) -> Path | None:
+    """Make `landing` the landing area of lake `lake_id`; return where a stale one was moved, if one was.
+
+    The landing area outlives its lake when only the lake's folder is removed. A new lake of the same name would then
+    land all of it in round 0: the earlier run's later rounds too, and files whose screenshots are in the removed
+    lake's object store (a `make demo` after `rm -rf lake-demo` began with 2,207 episodes instead of 191). So a landing
+    area marked for another lake, or unmarked beside a lake whose round 0 has not started, is moved aside (renamed,
+    never deleted); an unmarked one beside a lake that has started is its own (written before the mark existed)."""
+    marker = landing / LANDING_OWNER
+    owner = marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+    moved = None
+    stale = owner != lake_id and (owner is not None or not lake_started)
+    if stale and landing.is_dir() and any(landing.iterdir()):
+        stem = f"{landing.name}.{(owner or 'unmarked')[:8]}-{time.strftime('%Y%m%d-%H%M%S')}"
+        moved = landing.with_name(stem)
+        k = 1
+        while moved.exists():
+            k += 1
+            moved = landing.with_name(f"{stem}-{k}")
+        landing.rename(moved)
+    landing.mkdir(parents=True, exist_ok=True)
+    if owner != lake_id:
+        marker.write_text(lake_id + "\n", encoding="utf-8")
+    return moved
 
 
 # ------------------------------------------------------------------------------------------ cold start

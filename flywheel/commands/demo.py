@@ -233,6 +233,10 @@ def demo(
                 bar.update(task, description=f"round {r}: {info['stage']}", info=f"step {step}{loss}".strip())
             elif kind == "budget":
                 console.print(f"budget: {esc(info['why'])}")
+            elif kind == "landing":
+                console.print(
+                    f"{esc(info['landing'])} was the landing area of another lake: moved to {esc(info['moved'])}"
+                )
             elif kind == "stage":
                 console.print(f"[bold]round {r}[/] {info['stage']}: {esc(_summary(info['stage'], info['info']))}")
             else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -163,3 +164,14 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
         assert e["after"] == x.eval["overall"] and e["before"]["n"] == e["after"]["n"] > 0
         assert e["delta"] == pytest.approx(e["after"]["rate"] - e["before"]["rate"]) and 0 <= e["p"] <= 1
         assert e["rl_only"] - e["base_only"] == e["after"]["k"] - e["before"]["k"]
+    # the lake's folder removed and the demo run again: its landing area (the old run's round files in it) is moved
+    # aside, and round 0 lands the cold start alone
+    shutil.rmtree(lake)
+    r = run_cmd(flywheel_env, [FLYWHEEL, "demo", "--quick", "--rounds", "1", "--lake", str(lake)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "was the landing area of another lake: moved to" in r.stdout, r.stdout
+    old = [p for p in tmp_path.iterdir() if p.name.startswith("lake-demo-landing.")]
+    assert len(old) == 1 and any((old[0] / "rollouts").glob("rollouts-round1-*")), old
+    again = read_rounds(Lake.open(lake))
+    assert [x.round for x in again] == [0, 1] and again[0].n_new == recs[0].n_new
+    assert Lake.open(lake).count("episodes") == sum(x.n_new for x in again)
