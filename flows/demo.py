@@ -92,10 +92,11 @@ def flywheel_demo(
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)
     landing = str(landing_for(lake))
-    moved = claim_landing(Path(landing), lk.delta("episodes").metadata().id, round_state(lk, 0) != "new")
+    fresh = round_state(lk, 0) == "new"
+    moved = claim_landing(Path(landing), lk.delta("episodes").metadata().id, lake_started=not fresh)
     if moved is not None:
         say("landing", {"round": 0, "landing": landing, "moved": str(moved)})
-    if notes and round_state(lk, 0) == "new":
+    if notes and fresh:
         update_round(lk, 0, breakdown=notes)
     try:
         cold_start_task(lake, landing, cfg, cold or ColdStart(), say)
