@@ -175,3 +175,19 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
     again = read_rounds(Lake.open(lake))
     assert [x.round for x in again] == [0, 1] and again[0].n_new == recs[0].n_new
     assert Lake.open(lake).count("episodes") == sum(x.n_new for x in again)
+    # practice alone from the lake's own round-0 checkpoint (bench.bench_practice.alone_from_lake): round 0's SFT
+    # checkpoint and the pile version it trained on, a few seconds of the bench's two search cycles, held-out before
+    # and after on the same tasks
+    from bench.bench_practice import alone_from_lake
+    from training.envs import heldout_tasks
+
+    r0 = Lake.open(lake).read("training_runs").to_pylist()
+    r0 = next(x for x in r0 if x["round"] == 0 and x["stage"] == "sft")
+    got = alone_from_lake(str(lake), cycle_s=4.0, per_cell=1)
+    assert got["checkpoint"] == again[0].stages["sft"]["checkpoint"] == r0["output_checkpoint"]
+    assert got["pile_version"] == r0["pile_version"] and got["steps"] > 0
+    n = len(heldout_tasks(1))
+    assert got["before"].overall.n == got["after"].overall.n == n and got["test"]["p"] <= 1
+    Lake.open(tmp_path / "empty-lake", create=True)
+    with pytest.raises(ValueError, match="no round-0 SFT run"):
+        alone_from_lake(str(tmp_path / "empty-lake"), 1.0, 1)
