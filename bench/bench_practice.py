@@ -276,6 +276,7 @@ def alone_from_lake(lake_uri: str, cycle_s: float = 300.0, per_cell: int | None 
     )
     if not r0:
         raise ValueError(f"{lake_uri} has no round-0 SFT run to start from; run `flywheel demo` first")
+    r0.sort(key=lambda r: r["started_at"], reverse=True)  # a round 0 trained again: its latest run
     pol = fetch(lake, r0[0]["output_checkpoint"])
     pile = read_pile(lake, "sft", r0[0]["pile_version"])
     items = encode_all(pol.tokenizer, pile_examples(pile.rows, f.prompt, 8, 0), f.prompt)
