@@ -261,29 +261,25 @@ def alone_from_lake(lake_uri: str, cycle_s: float = 300.0, per_cell: int | None 
 
     from core.stats import paired_test
     from flows.config import tuned_flywheel
+    from flows.stages import final_checkpoint
     from storage.lake import Lake
     from training.checkpoints import fetch
-    from training.data import encode_all, pile_examples, read_pile
     from training.envs import heldout_tasks
     from training.evaluate import evaluate
+    from training.rl import rehearsal_items
 
     lake, f = Lake.open(lake_uri), tuned_flywheel()
-    runs = lake.read("training_runs") if lake.table_exists("training_runs") else None
-    r0 = (
-        []
-        if runs is None
-        else runs.filter(pc.and_(pc.equal(runs["round"], 0), pc.equal(runs["stage"], "sft"))).to_pylist()
-    )
-    if not r0:
-        raise ValueError(f"{lake_uri} has no round-0 SFT run to start from; run `flywheel demo` first")
-    r0.sort(key=lambda r: r["started_at"], reverse=True)  # a round 0 trained again: its latest run
-    pol = fetch(lake, r0[0]["output_checkpoint"])
-    pile = read_pile(lake, "sft", r0[0]["pile_version"])
-    items = encode_all(pol.tokenizer, pile_examples(pile.rows, f.prompt, 8, 0), f.prompt)
+    ck = final_checkpoint(lake, 0) if lake.table_exists("rounds") else None  # round 0's, by its recorded stages
+    if ck is None:
+        raise ValueError(f"{lake_uri} has no round-0 checkpoint to start from; run `flywheel demo` first")
+    runs = lake.read("training_runs")
+    pile_version = runs.filter(pc.equal(runs["output_checkpoint"], ck))["pile_version"][0].as_py()
+    pol = fetch(lake, ck)
+    items, _ = rehearsal_items(lake, pol, f.prompt, 0, pile_version)
     ho = heldout_tasks(per_cell)
     before = evaluate(pol, ho, f.eval, f.prompt)
-    console.print(f"practice alone from {r0[0]['output_checkpoint']} (round 0, SFT pile v{pile.version}: "
-                  f"{pile.rows.num_rows} episodes, {len(items)} examples): before {_rate(before)}")  # fmt: skip
+    console.print(f"practice alone from {ck} (round 0, SFT pile v{pile_version}: {len(items or [])} examples): "
+                  f"before {_rate(before)}")  # fmt: skip
     steps, seconds = 0, 0.0
     for seed in (0, 1):
         info, s, _ = search_arm(pol, cycle_s, items, seed=seed)
@@ -293,8 +289,8 @@ def alone_from_lake(lake_uri: str, cycle_s: float = 300.0, per_cell: int | None 
     console.print(f"practice alone from round 0: {_rate(before)} -> {_rate(after)} ({_levels(after)}), "
                   f"{after.overall.rate / max(before.overall.rate, 1e-9):.2f}x in {seconds:.0f} s, {steps} steps; "
                   f"McNemar exact p={test['p']:.2g} ({test['b_only']:.0f} against {test['a_only']:.0f})")  # fmt: skip
-    return {"before": before, "after": after, "steps": steps, "seconds": seconds, "checkpoint": r0[0]["output_checkpoint"],
-            "pile_version": pile.version, "test": test}  # fmt: skip
+    return {"before": before, "after": after, "steps": steps, "seconds": seconds, "checkpoint": ck,
+            "pile_version": pile_version, "test": test}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -597,14 +597,15 @@ def rehearsal_items(
     policy: Policy,
     prompt_cfg: PromptConfig,
     seed: int,
+    version: int | None = None,
 ) -> tuple[list | None, int | None]:
-    """The SFT pile's examples (newest version, episodes per task capped at 8, drawn with `seed`) for a rehearsal
-    loss, and that version; (None, None) when the pile is empty."""
+    """The SFT pile's examples (at `version`, the newest when None; episodes per task capped at 8, drawn with `seed`)
+    for a rehearsal loss, and that version; (None, None) when the pile is empty."""
     from storage import LakeError
     from training.data import encode_all, pile_examples, read_pile
 
     try:
-        pile = read_pile(lake, "sft", screenshots=policy.kind == "vlm")
+        pile = read_pile(lake, "sft", version, screenshots=policy.kind == "vlm")
     except LakeError:  # no SFT pile in this lake yet
         return None, None
     if policy.kind == "vlm":  # the pile's steps over their screenshots (training/vision.py)

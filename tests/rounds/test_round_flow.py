@@ -189,5 +189,5 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
     n = len(heldout_tasks(1))
     assert got["before"].overall.n == got["after"].overall.n == n and got["test"]["p"] <= 1
     Lake.open(tmp_path / "empty-lake", create=True)
-    with pytest.raises(ValueError, match="no round-0 SFT run"):
+    with pytest.raises(ValueError, match="no round-0 checkpoint"):
         alone_from_lake(str(tmp_path / "empty-lake"), 1.0, 1)
