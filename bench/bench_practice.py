@@ -272,8 +272,10 @@ def alone_from_lake(lake_uri: str, cycle_s: float = 300.0, per_cell: int | None 
     ck = final_checkpoint(lake, 0) if lake.table_exists("rounds") else None  # round 0's, by its recorded stages
     if ck is None:
         raise ValueError(f"{lake_uri} has no round-0 checkpoint to start from; run `flywheel demo` first")
-    runs = lake.read("training_runs")
-    pile_version = runs.filter(pc.equal(runs["output_checkpoint"], ck))["pile_version"][0].as_py()
+    row = lake.read("training_runs").filter(pc.equal(pc.field("output_checkpoint"), ck))
+    if row.num_rows == 0:  # a checkpoint recorded in the stages but not by a training run: no pile version to take
+        raise ValueError(f"{lake_uri}: round 0's checkpoint {ck} has no training_runs row to read its SFT pile from")
+    pile_version = row["pile_version"][0].as_py()
     pol = fetch(lake, ck)
     items, _ = rehearsal_items(lake, pol, f.prompt, 0, pile_version)
     ho = heldout_tasks(per_cell)
