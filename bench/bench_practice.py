@@ -6,8 +6,10 @@
       what was found beside a share of the copying data (training/search_practice.py), BENCH_PRACTICE_S seconds
       (480 unless set).
 
-The checkpoint is the cold start's (round 0's equivalent: the shipped base after SFT on 490 expert episodes), so (c)
-is also "practice alone": practice from the round-0 checkpoint with no new human data. The issue gives practice alone
+The checkpoint is the demo's own round 0 (`round0_start`: the cold start's files through the round engine, the
+routed SFT pile as the copying data), so (c) is also "practice alone": practice from the round-0 checkpoint with no
+new human data. The scratch benches (copying_arms, merge_arms, `sweep`) keep `cold_start`, an equivalent trained on
+490 expert episodes (about 2 points higher), which their documented tables started from. The issue gives practice alone
 10 minutes, and (b) and (c) at most 8, so (c) then goes on for BENCH_PRACTICE_ALONE_S in all (600 unless set; a
 second cycle on fresh tasks, seed 1) and practice alone is measured there. The figures are the rates with 95%
 intervals, per level, and exact McNemar tests of (c) against (a) and (b) on the same tasks; the gain target is the
@@ -82,6 +84,57 @@ def cold_start(folder: str | None = None):
     )
     pol.save(folder)
     return pol, items
+
+
+def round0_start(folder: str | None = None):
+    """The arms' common start in `make bench`: the demo's own round 0, the start the issue names (the cold start's
+    files through the round engine: intake, route, SFT on the routed pile, evaluate; 28.6% held-out, the same in every
+    demo run), with that round's SFT pile as the copying data (arm b continues on it, arm c rehearses it). Built
+    once as a lake in `folder` (the run's shared folder under `python -m bench`) and read from it after."""
+    lake = os.path.join(folder or _process_folder(), "round0-lake")
+    if round0(lake) is None:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # as `flywheel demo` runs it
+        os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+        from flows.config import round_config
+        from flows.demo import flywheel_demo
+        from training.demo import ColdStart
+
+        t0 = time.perf_counter()
+        flywheel_demo(lake, 0, round_config(quick_sizes=quick(), people="scripted"),
+                      ColdStart.quick() if quick() else ColdStart())  # fmt: skip
+        console.print(f"practice: the demo's round 0 built in {time.perf_counter() - t0:.0f} s ({lake})")
+    got = round0(lake)
+    if got is None:
+        raise RuntimeError(f"{lake}: the demo's round 0 ended without a checkpoint")
+    return got["policy"], got["items"]
+
+
+def round0(lake_uri: str) -> dict | None:
+    """A lake's round-0 checkpoint, loaded, with the SFT pile's examples at the version it trained on; None when the
+    lake has no finished round 0. A one-line ValueError when its checkpoint has no training_runs row."""
+    import pyarrow.compute as pc
+
+    from flows.config import tuned_flywheel
+    from flows.stages import final_checkpoint, round_state
+    from storage.lake import Lake
+    from training.checkpoints import fetch
+    from training.rl import rehearsal_items
+
+    if not os.path.isdir(lake_uri) and "://" not in lake_uri:
+        return None
+    lake = Lake.open(lake_uri)
+    if not lake.table_exists("rounds") or round_state(lake, 0) != "done":
+        return None
+    ck = final_checkpoint(lake, 0)  # round 0's, by its recorded stages
+    if ck is None:
+        return None
+    row = lake.read("training_runs").filter(pc.equal(pc.field("output_checkpoint"), ck))
+    if row.num_rows == 0:  # a checkpoint recorded in the stages but not by a training run: no pile version to take
+        raise ValueError(f"{lake_uri}: round 0's checkpoint {ck} has no training_runs row to read its SFT pile from")
+    pile_version = row["pile_version"][0].as_py()
+    pol = fetch(lake, ck)
+    items, _ = rehearsal_items(lake, pol, tuned_flywheel().prompt, 0, pile_version)
+    return {"policy": pol, "items": items, "checkpoint": ck, "pile_version": pile_version}
 
 
 _FOLDERS: dict[bool, str] = {}
@@ -170,7 +223,7 @@ def run() -> list[Figure]:
 
     f = tuned_flywheel()
     B = budget_s()
-    pol, items = cold_start()
+    pol, items = round0_start()
     ho = heldout_tasks(1 if quick() else None)
     with tempfile.TemporaryDirectory() as d:
         pol.save(d)
@@ -257,27 +310,15 @@ def alone_from_lake(lake_uri: str, cycle_s: float = 300.0, per_cell: int | None 
     bench's two search cycles of `cycle_s` (seeds 0 and 1) with round 0's own SFT pile, at the version round 0
     trained on, as the rehearsal; held-out (`per_cell` tasks per family and level, all by default) before and after.
     `python -m bench.bench_practice alone ./lake-demo` (after `make demo`)."""
-    import pyarrow.compute as pc
-
     from core.stats import paired_test
     from flows.config import tuned_flywheel
-    from flows.stages import final_checkpoint
-    from storage.lake import Lake
-    from training.checkpoints import fetch
     from training.envs import heldout_tasks
     from training.evaluate import evaluate
-    from training.rl import rehearsal_items
 
-    lake, f = Lake.open(lake_uri), tuned_flywheel()
-    ck = final_checkpoint(lake, 0) if lake.table_exists("rounds") else None  # round 0's, by its recorded stages
-    if ck is None:
+    f, got = tuned_flywheel(), round0(lake_uri)
+    if got is None:
         raise ValueError(f"{lake_uri} has no round-0 checkpoint to start from; run `flywheel demo` first")
-    row = lake.read("training_runs").filter(pc.equal(pc.field("output_checkpoint"), ck))
-    if row.num_rows == 0:  # a checkpoint recorded in the stages but not by a training run: no pile version to take
-        raise ValueError(f"{lake_uri}: round 0's checkpoint {ck} has no training_runs row to read its SFT pile from")
-    pile_version = row["pile_version"][0].as_py()
-    pol = fetch(lake, ck)
-    items, _ = rehearsal_items(lake, pol, f.prompt, 0, pile_version)
+    pol, items, ck, pile_version = got["policy"], got["items"], got["checkpoint"], got["pile_version"]
     ho = heldout_tasks(per_cell)
     before = evaluate(pol, ho, f.eval, f.prompt)
     console.print(f"practice alone from {ck} (round 0, SFT pile v{pile_version}: {len(items or [])} examples): "

@@ -173,9 +173,9 @@ def generation(pol, prompt_cfg, max_new_tokens: int) -> Figure:
 
 
 def ablation() -> list[Figure]:
-    """The cold start (which the generation figure measures), then on the same round and from the same checkpoint
-    SFT alone vs SFT + RL, held-out pass rate (skipped with BENCH_TRAINING_ABLATION=0)."""
-    from bench.bench_practice import cold_start
+    """The practice bench's start, the demo's round 0 (which the generation figure measures), then on the same round
+    and from the same checkpoint SFT alone vs SFT + RL, held-out pass rate (skipped with BENCH_TRAINING_ABLATION=0)."""
+    from bench.bench_practice import round0_start
     from flows.config import tuned_flywheel
     from training.envs import heldout_tasks, training_tasks
     from training.evaluate import evaluate
@@ -185,9 +185,9 @@ def ablation() -> list[Figure]:
     from training.sft import train_sft
 
     f = tuned_flywheel()
-    # bench_practice's cold start (precision "auto", as the demo chooses it), trained once per process: make bench
-    # runs bench_practice first, so this loads it
-    pol, items = cold_start()
+    # bench_practice's start, the demo's round 0 (precision "auto", as the demo chooses it), built once per run: make
+    # bench runs bench_practice first, so this loads it
+    pol, items = round0_start()
     gen = generation(pol, f.prompt, f.max_new_tokens)
     if os.environ.get("BENCH_TRAINING_ABLATION", "1") == "0":
         return [gen]

@@ -318,3 +318,21 @@ def correct(
     return scaled(cfg, scale, search[0]), Correction(
         after_round, elapsed_min, budget_min, per_step, measured, tuple(piles), scale, fitted, *search
     )
+
+
+def sft_stop_at(end_by: float, cfg: RoundConfig, after: list[str], prev: dict[str, dict[str, Any]],
+                prev_search_s: float | None = None) -> tuple[float, float]:  # fmt: skip
+    """(the time.time() by which a round's SFT stops, the seconds kept for what follows it) for the round to end by
+    `end_by`: each stage `after` the SFT is given what it took in the round before (`prev`: its recorded stages),
+    OTHER_GROWTH more, and a search its own clock (`cfg`'s seconds, where the round before ran `prev_search_s`).
+    Why: the SFT's step-capped size is projected from the round before's steps, which a last round missed by up to
+    24% (demo run l: 0.214 s a step where 0.185 were projected, 20.1 minutes in all), while what follows the SFT is
+    a clock and two held-out evaluations, which repeat within seconds."""
+    sec = {k: float(v.get("seconds") or 0.0) for k, v in prev.items() if k in after}
+    clock = 0.0
+    if "rl" in sec and cfg.rl_mode == "search":  # the search's own seconds do not grow; its set-up does
+        was = prev_search_s or cfg.flywheel.search.time_budget_s
+        sec["rl"] = max(0.0, sec["rl"] - was)
+        clock = cfg.flywheel.search.time_budget_s
+    keep = sum(sec.values()) * OTHER_GROWTH + clock
+    return end_by - keep, keep

@@ -47,13 +47,15 @@ def _fit_round(
     """Round `r`'s configuration under the budget (`cfg` unscaled, `now` the one the round before ran with): round 1's
     from round 0's measured stages (`refit`), each later one's from the round before it (`correct`). Each decision
     is recorded in the round's breakdown (`budget`: the SFT scale, and the search's seconds when the SFT floor did
-    not fit); a re-run of the demo reuses it."""
+    not fit); a re-run of the demo reuses it. The last round's SFT keeps its full step cap: the clock stops it
+    (`flows.budget.sft_stop_at`), so it trains for what the rounds before left, neither more nor less."""
     from flows.budget import correct, refit, scaled
 
     rec = read_round(lk, r)
     done = rec.breakdown.get("budget") if rec else None
+    last = r == rounds
     if done:
-        return scaled(cfg, float(done["scale"]), done.get("search_s"))
+        return scaled(cfg, 1.0 if last else float(done["scale"]), done.get("search_s"))
     elapsed = (time.time() - started) / 60
     prev = read_round(lk, r - 1)
     if r == 1:
@@ -69,7 +71,7 @@ def _fit_round(
         )
     update_round(lk, r, breakdown={"budget": fitted.as_dict()})
     say("budget", {"round": r, "why": fitted.why()})
-    return fitted_cfg
+    return scaled(cfg, 1.0, fitted_cfg.flywheel.search.time_budget_s) if last else fitted_cfg
 
 
 @flow(name="flywheel_demo")
@@ -86,9 +88,10 @@ def flywheel_demo(
     """Cold start, then rounds 0..`rounds` of the round engine with the scripted people, in the environment backend
     `cfg.env` (a MiniWoB++ browser pool is closed when the flow ends). `notes` (how the run was sized) go into
     round 0's breakdown. With `budget_min`, the later rounds' SFT (then their search's seconds) is sized after round
-    0, and again after each later round, to what is left of it since `started` (time.time(); flows/budget.py).
-    Returns the rounds table."""
+    0, and again after each later round, to what is left of it since `started` (time.time(); flows/budget.py), and
+    the last round's SFT stops by the clock so that the run ends within it. Returns the rounds table."""
     cfg = base = replace(cfg or RoundConfig(), people="scripted")
+    started = started or time.time()
     say = say or (lambda event, info: None)
     lk = Lake.open(lake, create=True)
     landing = str(landing_for(lake))
@@ -104,8 +107,14 @@ def flywheel_demo(
             state = round_state(lk, r)
             if state != "done":
                 if r >= 1 and budget_min:
-                    cfg = _fit_round(lk, base, cfg, r, budget_min, started or time.time(), rounds, say)
-                flywheel_round(lake=lake, round=r, resume=state == "incomplete", landing=landing, cfg=cfg, progress=say)
+                    cfg = _fit_round(lk, base, cfg, r, budget_min, started, rounds, say)
+                end_by = None
+                if r == rounds and r >= 1 and budget_min:  # the last round's SFT stops by the clock (flows/budget.py)
+                    from flows.budget import MARGIN
+
+                    end_by = started + budget_min * 60 * MARGIN
+                flywheel_round(lake=lake, round=r, resume=state == "incomplete", landing=landing, cfg=cfg, progress=say,
+                               end_by=end_by)  # fmt: skip
     finally:
         close_backends()  # the browsers of --env miniwob
     return read_rounds(Lake.open(lake))

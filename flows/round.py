@@ -38,10 +38,10 @@ _RETRIES = {"intake": 2, "route": 2, "summary": 2}
 
 
 def _ctx(lake: str, round: int, landing: str | None, cfg: RoundConfig | None, progress: Progress | None = None,
-         dashboard: str | None = None) -> RoundContext:  # fmt: skip
+         dashboard: str | None = None, end_by: float | None = None) -> RoundContext:  # fmt: skip
     kw = {"progress": progress} if progress else {}
     return RoundContext(Lake.open(lake), round, Path(landing or get_settings().landing), cfg or RoundConfig(),
-                        dashboard=Path(dashboard) if dashboard else None, **kw)  # fmt: skip
+                        dashboard=Path(dashboard) if dashboard else None, end_by=end_by, **kw)  # fmt: skip
 
 
 def _publish_summary(round: int) -> Callable[[dict[str, Any]], None]:
@@ -57,12 +57,12 @@ def _publish_summary(round: int) -> Callable[[dict[str, Any]], None]:
 @task(task_run_name="round {round}: {stage}", cache_policy=NO_CACHE)
 def stage_task(
     lake: str, round: int, stage: str, landing: str | None, cfg: RoundConfig | None, dashboard: str | None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, end_by: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One stage; the summary stage also publishes the round's markdown artifact (part of the stage, so a Prefect
     API that is down when it is published fails the stage, and the task's retries ride out a short outage)."""
     publish = _publish_summary(round) if stage == "summary" else None
-    info = run_stage(_ctx(lake, round, landing, cfg, progress, dashboard), stage, publish)
+    info = run_stage(_ctx(lake, round, landing, cfg, progress, dashboard, end_by), stage, publish)
     get_run_logger().info("round %s: %s done %s", round, stage, {k: v for k, v in info.items() if k != "markdown"})
     return info
 
@@ -120,11 +120,13 @@ def flywheel_round(
     env: str | None = None,
     people: str | None = None,
     progress: Progress | None = None,
+    end_by: float | None = None,
 ) -> dict[str, Any]:
     """Run round `round` (default: the next one), or with resume=True finish it from its first stage not done.
 
     The round's configuration: `cfg` (in-process callers), else `config` (a JSON/TOML file) and/or `env` / `people`
     (for deployments), else the one the lake's last round recorded, else the defaults (flows.config.resolve_config).
+    `end_by` (time.time()): the round's SFT stops early enough for the round to end by then (flows.budget.sft_stop_at).
     """
     logger = get_run_logger()
     lake = lake or get_settings().lake
@@ -150,7 +152,7 @@ def flywheel_round(
                 info = _run_training_deployment(train_deployment, lake, r, stage, landing)
             else:
                 t = stage_task.with_options(retries=_RETRIES.get(stage, 0), retry_delay_seconds=[2, 10])
-                info = t(lake, r, stage, landing, cfg, dashboard, progress)
+                info = t(lake, r, stage, landing, cfg, dashboard, progress, end_by)
             out["stages"][stage] = {k: v for k, v in info.items() if k != "markdown"}
         return out
 

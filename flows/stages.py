@@ -64,6 +64,9 @@ class RoundContext:
     cfg: RoundConfig
     progress: Progress = _quiet
     dashboard: Path | None = None
+    #: When the round should end (time.time()), or None: its SFT then stops early enough to leave the stages after
+    #: it what they took in the round before (flows.budget.sft_stop_at; the demo's last round).
+    end_by: float | None = None
 
     @property
     def backend(self):  # noqa: ANN201 - training.envs.EnvBackend
@@ -379,6 +382,8 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
 
         return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
+    if stage == "sft" and ctx.round > 0 and ctx.end_by is not None:
+        sft_cfg = _sft_by_the_clock(ctx)
     good = rollouts = None
     if stage == "rl" and ctx.cfg.rl_mode == "joint":
         from training.envs import known_good
@@ -404,6 +409,29 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
     return {"checkpoint": res.output_checkpoint, "base": base, "steps": res.steps, "tokens": res.tokens,
             "loss_first": row["loss_first"], "loss_last": row["loss_last"], "run_id": row["run_id"],
             "wall_s": _r2(res.wall_s)}  # fmt: skip
+
+
+def _sft_by_the_clock(ctx: RoundContext) -> Any:  # training.config.SFTConfig | None
+    """The round's SFT configuration stopping by the time that leaves the stages after it what they took in the round
+    before, so that the round ends by `ctx.end_by`; None (the configured SFT) when the round before recorded none.
+    The decision goes into the round's breakdown (`sft_clock`) and the progress."""
+    from dataclasses import replace
+
+    from flows.budget import sft_stop_at
+
+    prev = read_round(ctx.lake, ctx.round - 1)
+    if ctx.end_by is None or prev is None or not prev.stages:
+        return None
+    after = [s for s in due_stages(ctx.round, ctx.cfg) if STAGES.index(s) > STAGES.index("sft")]
+    searched = (((prev.config or {}).get("flywheel") or {}).get("search") or {}).get("time_budget_s")  # as it ran
+    stop_at, keep = sft_stop_at(ctx.end_by, ctx.cfg, after, prev.stages, searched)
+    left = stop_at - time.time()
+    update_round(ctx.lake, ctx.round, breakdown={"sft_clock": {"end_by": round(ctx.end_by, 1), "stop_at":
+                                                                 round(stop_at, 1), "keep_s": round(keep, 1)}})  # fmt: skip
+    ctx.progress("budget", {"round": ctx.round, "why": f"round {ctx.round}'s SFT stops within {left:.0f} s (at its step "
+                            f"cap if sooner), keeping {keep:.0f} s for {', '.join(after)}"})  # fmt: skip
+    sft = ctx.cfg.flywheel.sft
+    return replace(sft, optim=replace(sft.optim, stop_at=stop_at))
 
 
 def stage_evaluate(ctx: RoundContext) -> dict[str, Any]:

@@ -91,6 +91,10 @@ class OptimConfig:
     #: a compile paid once per process (20-60 s; about 13 s from inductor's on-disk cache). Worth it for jobs of
     #: minutes, not for smoke runs and tests.
     compile: bool = False
+    #: A wall-clock end (`time.time()`): the loop stops at it, after at least `warmup_steps` steps, and the learning
+    #: rate follows the clock as well as the steps, so a loop cut by the clock still ends its decay. The demo's budget
+    #: sets it for its last round's SFT (flows/budget.py `sft_stop_at`): projected step times missed by up to 24%.
+    stop_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Written to be read top to bottom; the only difference between CT and SFT is whic
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 
 import torch
@@ -36,8 +37,8 @@ def train_lm(
     log_every: int = 0,
     device: str = "cpu",
 ) -> tuple[list[float], int]:
-    """Minimise the masked next-token loss over `batches` (moved to `device`, where the model is); returns (loss per
-    step, tokens seen)."""
+    """Minimise the masked next-token loss over `batches` (moved to `device`, where the model is) for `steps` steps, or
+    until `cfg.stop_at`; returns (loss per step, tokens seen)."""
     from training.precision import choose
 
     bf16 = choose(cfg.bf16, model).bf16  # True / False as configured; "auto": measured on this machine, cached
@@ -45,10 +46,18 @@ def train_lm(
     opt = make_optimizer(model.parameters(), cfg)
     losses: list[float] = []
     tokens = 0
+    t0 = time.time()
+    allowed = (cfg.stop_at - t0) if cfg.stop_at is not None else None
     with compiled(model, cfg.compile):
         for step, batch in enumerate(batches):
+            at = step
+            if allowed is not None:  # the clock's share of the run, when it is ahead of the steps'
+                now = time.time()
+                if step >= cfg.warmup_steps and now >= cfg.stop_at:
+                    break
+                at = max(step, int(steps * (now - t0) / allowed) if allowed > 0 else steps)
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, steps, cfg)
+                g["lr"] = lr_at(at, steps, cfg)
             if device != "cpu":
                 batch = Batch(
                     *(

@@ -28,6 +28,7 @@ from flows.budget import (
     project,
     refit,
     scaled,
+    sft_stop_at,
 )
 from flows.config import round_config, with_precision
 from training import precision as P
@@ -291,6 +292,7 @@ def test_the_demo_reuses_a_recorded_search_cut_and_projects_the_next_round_from_
     rec = read_round(lake, 3).breakdown["budget"]
     assert rec["other_s"] == pytest.approx(sum(v["seconds"] for v in ROUND2.values()) - 55.0 - 50.0)
     assert 75 <= rec["search_s"] < 150 and got.flywheel.search.time_budget_s == rec["search_s"]
+    assert rec["scale"] < 1 and got.flywheel.sft == cfg.flywheel.sft  # the last round: its SFT stops by the clock
     assert demo._fit_round(lake, cfg, got, 3, 20, started - 3600, REF_ROUNDS, said.append) == got and len(said) == 1
 
 
@@ -299,3 +301,69 @@ def mark_stages(lake, round: int, stages: dict) -> None:
 
     for st, v in stages.items():
         mark(lake, round, st, "done", seconds=v["seconds"])
+
+
+def test_the_last_round_s_sft_keeps_what_the_stages_after_it_took_the_round_before() -> None:
+    after = ["rl", "evaluate", "summary"]
+    prev = ROUND2 | {"summary": {"seconds": 0.2}}
+    stop, keep = sft_stop_at(1000.0, _by_search(), after, prev)
+    # the search's 150 s as they are, its 8.12 s of set-up and the evaluations and summary as they grow
+    assert keep == pytest.approx(150 + (8.12 + 34.88 + 0.2) * OTHER_GROWTH) and stop == pytest.approx(1000 - keep)
+    cut = sft_stop_at(1000.0, _by_search(100), after, prev, prev_search_s=150)[1]  # this round's search cut to 100 s
+    assert cut == pytest.approx(keep - 50)
+    was_cut = sft_stop_at(1000.0, _by_search(), after, prev | {"rl": {"seconds": 108.12}}, prev_search_s=100)[1]
+    assert was_cut == pytest.approx(keep)  # the round before ran a cut search: its set-up is what it took beyond it
+    joint = round_config(people="scripted")  # a PPO stage is no clock: it grows as the rest
+    assert sft_stop_at(1000.0, joint, after, prev)[1] == pytest.approx((158.12 + 34.88 + 0.2) * OTHER_GROWTH)
+    assert sft_stop_at(1000.0, _by_search(), ["evaluate"], prev)[1] == pytest.approx(34.88 * OTHER_GROWTH)
+
+
+def test_a_round_given_an_end_stops_its_sft_by_the_clock_and_records_why(lake) -> None:
+    import time
+    from pathlib import Path
+
+    from flows.stages import RoundContext, _sft_by_the_clock
+    from validators.rounds import read_round, update_round
+
+    cfg = _by_search()
+    said = []
+    end = time.time() + 600
+    ctx = RoundContext(lake, 3, Path("landing"), cfg, lambda kind, info: said.append((kind, info)), end_by=end)
+    assert _sft_by_the_clock(ctx) is None and not said  # nothing recorded of round 2: the configured SFT
+    mark_stages(lake, 2, ROUND2)
+    update_round(lake, 2, breakdown={"config": _by_search(140).as_dict()})  # round 2's search ran 140 s
+    got = _sft_by_the_clock(ctx)
+    keep = 150 + (18.12 + 34.88) * OTHER_GROWTH  # round 2 recorded no summary stage
+    assert got.optim.stop_at == pytest.approx(end - keep) and got.steps == cfg.flywheel.sft.steps
+    assert read_round(lake, 3).breakdown["sft_clock"]["keep_s"] == pytest.approx(keep, abs=0.1)
+    assert said[0][0] == "budget" and "round 3's SFT stops within" in said[0][1]["why"]
+
+
+def test_a_training_loop_with_an_end_stops_by_it_and_its_learning_rate_follows_the_clock(monkeypatch) -> None:
+    import time
+
+    from training import loop
+    from training.config import OptimConfig
+    from training.data import Batch
+
+    model = _tiny_model()
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    batch = Batch(ids, torch.ones_like(ids), torch.ones(ids.shape))
+    at: list[int] = []
+    real = loop.lr_at
+    monkeypatch.setattr(loop, "lr_at", lambda step, total, cfg: at.append(step) or real(step, total, cfg))
+
+    def slow(n: int):
+        for _ in range(n):
+            time.sleep(0.05)
+            yield batch
+
+    losses, _ = loop.train_lm(model, slow(40), 40, OptimConfig(warmup_steps=2))
+    assert len(losses) == 40 and at == list(range(40))  # no end: the steps alone
+    at.clear()
+    losses, _ = loop.train_lm(model, slow(40), 40, OptimConfig(warmup_steps=2, stop_at=time.time() + 0.6))
+    assert 2 <= len(losses) < 40 and len(at) == len(losses)
+    assert at == sorted(at) and at[-1] >= 20 and all(a >= i for i, a in enumerate(at))  # the clock ran ahead
+    at.clear()
+    losses, _ = loop.train_lm(model, slow(40), 40, OptimConfig(warmup_steps=3, stop_at=time.time() - 1))
+    assert len(losses) == 3 and at[-1] == 40  # an end already past: the warm-up steps, the schedule at its end
