@@ -25,7 +25,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 
 from bench.common import Figure, console, quick, shared_folder
@@ -40,14 +39,6 @@ def budget_s() -> float:
 def alone_s() -> float:
     """Practice alone's whole budget (arm (c)'s included): the issue's 10 minutes."""
     return 30.0 if quick() else float(os.environ.get("BENCH_PRACTICE_ALONE_S", "600"))
-
-
-def _until(batches: Iterator, deadline: float) -> Iterator:
-    """The batches until the clock passes `deadline` (SFT for a wall-clock budget, as RL gets)."""
-    for b in batches:
-        if time.perf_counter() > deadline:
-            return
-        yield b
 
 
 def _levels(r) -> str:
@@ -239,15 +230,15 @@ def run() -> list[Figure]:
 
     # (b) SFT continued on the copying data for the same wall time: the schedule's length from this machine's SFT
     # step time (flows.budget.calibrate; a fixed guess once ended the arm after 139 of RL's 243 s when steps got
-    # faster), the deadline ends it
+    # faster), the loop's clock (OptimConfig.stop_at) ends it
     from flows.budget import calibrate
     from flows.config import RoundConfig
 
     sft_cfg = f.sft
     est = max(1, int(rl_s / calibrate(RoundConfig(flywheel=f))[0]))
     t0 = time.perf_counter()
-    it = _until(batches(items, sft_cfg.batch_size, est, sft_pol.tokenizer.pad_token_id, seed=7), t0 + rl_s)
-    losses, _ = train_lm(sft_pol.model, it, est, sft_cfg.optim)
+    it = batches(items, sft_cfg.batch_size, est, sft_pol.tokenizer.pad_token_id, seed=7)
+    losses, _ = train_lm(sft_pol.model, it, est, replace(sft_cfg.optim, stop_at=time.time() + rl_s))  # the loop's clock
     sft_s = time.perf_counter() - t0
     rb = evaluate(sft_pol, ho, f.eval, f.prompt)
     console.print(f"practice: (b) SFT {len(losses)} steps in {sft_s:.0f} s: {_rate(rb)}")
