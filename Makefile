@@ -61,8 +61,8 @@ demo: setup
 # Sized to finish in <= 30 minutes on 2 cores, each module in a process of its own; `python -m bench NAME` alone keeps each module's full default (fuzz
 # 600 s, scale 10M episodes with points at 1M, 2M, 5M, a 5 GiB rollout file). Prints one line per figure, also into
 # bench/summary.txt, and writes bench/results.json.
-BENCH_ENV ?= BENCH_PRACTICE_S=300 BENCH_PRACTICE_ALONE_S=600 BENCH_FUZZ_SECONDS=60 BENCH_SCALE_EPISODES=3000000 BENCH_SCALE_ROUNDS=15 \
-  BENCH_SCALE_POINTS=1000000 BENCH_ROLLOUT_GB=1 BENCH_TRAINING_ABLATION=0 BENCH_MINIWOB_HELDOUT=15
+BENCH_ENV ?= BENCH_PRACTICE_S=200 BENCH_PRACTICE_ALONE_S=600 BENCH_FUZZ_SECONDS=30 BENCH_SCALE_EPISODES=2000000 BENCH_SCALE_ROUNDS=10 \
+  BENCH_SCALE_POINTS=1000000 BENCH_ROLLOUT_GB=1 BENCH_TRAINING_ABLATION=0 BENCH_MINIWOB_HELDOUT=8
 bench: setup
 	$(BENCH_ENV) $(BIN)/python -m bench
 
