@@ -10,6 +10,7 @@ training stages do not (a retry would train twice — a failed round is resumed 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,14 +122,21 @@ def flywheel_round(
     people: str | None = None,
     progress: Progress | None = None,
     end_by: float | None = None,
+    within_min: float | None = None,
 ) -> dict[str, Any]:
     """Run round `round` (default: the next one), or with resume=True finish it from its first stage not done.
 
     The round's configuration: `cfg` (in-process callers), else `config` (a JSON/TOML file) and/or `env` / `people`
     (for deployments), else the one the lake's last round recorded, else the defaults (flows.config.resolve_config).
-    `end_by` (time.time()): the round's SFT stops early enough for the round to end by then (flows.budget.sft_stop_at).
+    `end_by` (time.time()): the round's SFT stops early enough for the round to end by then (flows.budget.sft_stop_at);
+    `within_min`, for a schedule: the same end, that many minutes after the flow starts (`end_by` wins if both).
     """
     logger = get_run_logger()
+    if end_by is None and within_min is not None:
+        end_by = time.time() + 60 * float(within_min)
+    if end_by is not None:
+        logger.info("the round is to end by %s: its SFT stops early enough for the stages after it",
+                    time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(end_by)))  # fmt: skip
     lake = lake or get_settings().lake
     lk = Lake.open(lake, create=True)
     if cfg is None:

@@ -382,8 +382,8 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
 
         return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
-    if stage == "sft" and ctx.round > 0 and ctx.end_by is not None:
-        sft_cfg = _sft_by_the_clock(ctx)
+    if stage == "sft" and ctx.end_by is not None:
+        sft_cfg = _sft_by_the_clock(ctx) or sft_cfg
     good = rollouts = None
     if stage == "rl" and ctx.cfg.rl_mode == "joint":
         from training.envs import known_good
@@ -419,8 +419,12 @@ def _sft_by_the_clock(ctx: RoundContext) -> Any:  # training.config.SFTConfig | 
 
     from flows.budget import sft_stop_at
 
-    prev = read_round(ctx.lake, ctx.round - 1)
-    if ctx.end_by is None or prev is None or not prev.stages:
+    if ctx.end_by is None:
+        return None
+    prev = read_round(ctx.lake, ctx.round - 1) if ctx.round > 0 else None
+    if prev is None or not prev.stages:
+        ctx.progress("budget", {"round": ctx.round, "why": f"round {ctx.round}'s SFT runs as configured: no round "
+                                "before it recorded what the stages after the SFT take, so the end is not held"})  # fmt: skip
         return None
     after = [s for s in due_stages(ctx.round, ctx.cfg) if STAGES.index(s) > STAGES.index("sft")]
     searched = (((prev.config or {}).get("flywheel") or {}).get("search") or {}).get("time_budget_s")  # as it ran

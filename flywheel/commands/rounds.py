@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -36,15 +39,47 @@ PeopleOpt = Annotated[
         "--people", help="Who annotates: humans (publish the tasks) or scripted (the backend's annotator, as the demo)."
     ),
 ]
+EndByOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--end-by",
+        help="End the round by then: '+90m', '+2h', '+600s' from now, 'HH:MM' (the next such local time) or an ISO date-time. The SFT stops early enough to leave the stages after it what they took in the round before; with --rounds, the last round.",
+    ),
+]
 TrainDepOpt = Annotated[
     str | None,
     typer.Option("--train-deployment", help="Run training stages as this deployment (e.g. 'train-stage/gpu')."),
 ]
 
 
+def end_time(text: str, now: datetime | None = None) -> float:
+    """`--end-by`'s text as a time.time(). Why a parser here: a person scheduling a round thinks in "in two hours" or
+    "by 06:00", the flow in seconds since the epoch. A clock time already past today means tomorrow's; an ISO
+    date-time without a zone is local; one that is past is refused."""
+    now = now or datetime.now().astimezone()
+    t = text.strip()
+    if m := re.fullmatch(r"\+(\d+(?:\.\d+)?)\s*([smh])", t):
+        return now.timestamp() + float(m[1]) * {"s": 1, "m": 60, "h": 3600}[m[2]]
+    if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", t):
+        hms = [int(x) for x in t.split(":")] + [0]
+        if hms[0] > 23 or hms[1] > 59 or hms[2] > 59:
+            raise ValueError(f"--end-by {text!r}: not a clock time")
+        at = now.replace(hour=hms[0], minute=hms[1], second=hms[2], microsecond=0)
+        return (at if at > now else at + timedelta(days=1)).timestamp()
+    try:
+        at = datetime.fromisoformat(t)
+    except ValueError:
+        raise ValueError(f"--end-by {text!r}: give '+90m', '+2h', '+600s', 'HH:MM' or an ISO date-time") from None
+    at = at if at.tzinfo else at.astimezone()  # local, as a person wrote it
+    if at <= now:
+        raise ValueError(f"--end-by {text!r} is already past ({now.isoformat(timespec='seconds')} now)")
+    return at.timestamp()
+
+
 def _run(lake: str | None, round: int | None, resume: bool, landing: str | None, config: Path | None,
          dashboard: Path | None, train_deployment: str | None, env: str | None = None,
-         tasks: list[str] | None = None, people: str | None = None, cold_start: bool = False) -> None:  # fmt: skip
+         tasks: list[str] | None = None, people: str | None = None, cold_start: bool = False,
+         end_by: float | None = None) -> None:  # fmt: skip
     from core.console import quiet_prefect_console
 
     quiet_prefect_console()  # before Prefect is imported: it reads its logging settings then
@@ -66,6 +101,10 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
             with console.status("cold start: the scripted demonstrators write round 0's uploads"):
                 wrote = write_cold_start(lk, Path(landing), cfg.backend, seed=cfg.seed)
             console.print(f"cold start in {esc(landing)}: {wrote or 'already there'}")
+    if end_by is not None:
+        left = (end_by - time.time()) / 60
+        console.print(f"the round is to end by {datetime.fromtimestamp(end_by).astimezone():%Y-%m-%d %H:%M:%S %Z} "
+                      f"(in {left:.1f} min): its SFT stops early enough for the stages after it")  # fmt: skip
     try:
         out = flywheel_round(
             lake=str(lk.uri),
@@ -75,6 +114,8 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
             cfg=cfg,
             dashboard=str(dashboard) if dashboard else None,
             train_deployment=train_deployment,
+            end_by=end_by,
+            progress=_say_budget,
         )
     except Exception as e:
         from prefect.settings import PREFECT_API_URL
@@ -89,6 +130,12 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
         ) from e
     console.print(f"round {out['round']} finished: {', '.join(out['stages']) or 'nothing left to run'}")
     _status_table(lk, only=out["round"])
+
+
+def _say_budget(kind: str, info: dict) -> None:
+    """The round's own decisions about its time (`--end-by`), printed; stage ticks stay in the Prefect log."""
+    if kind == "budget":
+        console.print(f"budget: {esc(info['why'])}")
 
 
 def _after_api_loss(lk, cfg) -> str:  # noqa: ANN001
@@ -117,6 +164,7 @@ def run(
     tasks: TasksOpt = None,
     people: PeopleOpt = None,
     rounds: Annotated[int, typer.Option("--rounds", "-n", min=1, help="Run this many rounds, one after another.")] = 1,
+    end_by: EndByOpt = None,
     cold_start: Annotated[
         bool,
         typer.Option(
@@ -132,14 +180,17 @@ def run(
     Example: flywheel round run --lake ./lake --landing ./landing --dashboard dashboard.html
     Example: flywheel round run --lake ./lake-demo   (continues the demo's lake with its own configuration)
     Example: flywheel round run --env miniwob --people scripted --cold-start --rounds 2 --lake ./lake-mw
+    Example: flywheel round run --lake ./lake --end-by 06:00   (or --end-by +90m)
     """
     if rounds > 1 and round is not None:
         raise ValueError("--rounds runs the next rounds in turn; leave out --round")
+    end = end_time(end_by) if end_by else None
     from training.envs import close_backends
 
     try:
-        for _ in range(rounds):
-            _run(lake, round, False, landing, config, dashboard, train_deployment, env, tasks, people, cold_start)
+        for i in range(rounds):
+            last = end if i == rounds - 1 else None
+            _run(lake, round, False, landing, config, dashboard, train_deployment, env, tasks, people, cold_start, last)
     finally:
         close_backends()  # the browsers of --env miniwob
 
@@ -154,12 +205,14 @@ def resume(
     env: EnvOpt = None,
     tasks: TasksOpt = None,
     people: PeopleOpt = None,
+    end_by: EndByOpt = None,
 ) -> None:
     """Finish a round from its first stage not done (finished stages are not redone).
 
     Example: flywheel round resume 3 --lake ./lake
     """
-    _run(lake, round, True, landing, config, dashboard, train_deployment, env, tasks, people)
+    end = end_time(end_by) if end_by else None
+    _run(lake, round, True, landing, config, dashboard, train_deployment, env, tasks, people, end_by=end)
 
 
 def _rl_cell(r) -> str:  # noqa: ANN001 - validators.rounds.RoundRecord

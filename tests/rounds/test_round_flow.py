@@ -148,9 +148,13 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
     assert r.returncode == 0, r.stderr[-3000:]
     assert "before RL" in r.stdout and "McNemar p=" in r.stdout, r.stdout  # round 1's RL share, printed
     n_before = Lake.open(lake).count("episodes")
-    r = run_cmd(flywheel_env, [FLYWHEEL, "round", "run", "--lake", str(lake)])
+    asked = time.time() + 1800
+    r = run_cmd(flywheel_env, [FLYWHEEL, "round", "run", "--lake", str(lake), "--end-by", "+30m"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "the lake's last round" in r.stdout and "people scripted" in r.stdout, r.stdout
+    assert "the round is to end by" in r.stdout and "round 2's SFT stops within" in r.stdout, r.stdout
+    clock = read_rounds(Lake.open(lake))[2].breakdown["sft_clock"]  # the CLI's end reached the round's SFT
+    assert abs(clock["end_by"] - asked) < 60 and clock["stop_at"] == pytest.approx(clock["end_by"] - clock["keep_s"])
     recs = read_rounds(Lake.open(lake))
     assert [x.round for x in recs] == [0, 1, 2] and all(x.status("summary") == "done" for x in recs)
     last = recs[-1]

@@ -329,7 +329,9 @@ def test_a_round_given_an_end_stops_its_sft_by_the_clock_and_records_why(lake) -
     said = []
     end = time.time() + 600
     ctx = RoundContext(lake, 3, Path("landing"), cfg, lambda kind, info: said.append((kind, info)), end_by=end)
-    assert _sft_by_the_clock(ctx) is None and not said  # nothing recorded of round 2: the configured SFT
+    assert _sft_by_the_clock(ctx) is None  # nothing recorded of round 2: the configured SFT, and it says so
+    assert said.pop() == ("budget", {"round": 3, "why": "round 3's SFT runs as configured: no round before it recorded "
+                                     "what the stages after the SFT take, so the end is not held"})  # fmt: skip
     mark_stages(lake, 2, ROUND2)
     update_round(lake, 2, breakdown={"config": _by_search(140).as_dict()})  # round 2's search ran 140 s
     got = _sft_by_the_clock(ctx)
