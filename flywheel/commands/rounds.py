@@ -80,6 +80,9 @@ def _run(lake: str | None, round: int | None, resume: bool, landing: str | None,
          dashboard: Path | None, train_deployment: str | None, env: str | None = None,
          tasks: list[str] | None = None, people: str | None = None, cold_start: bool = False,
          end_by: float | None = None) -> None:  # fmt: skip
+    if end_by is not None and train_deployment:
+        raise ValueError("--end-by with --train-deployment: the deployment's SFT runs elsewhere and cannot be stopped "
+                         "by this round's clock; leave one of them out")  # fmt: skip
     from core.console import quiet_prefect_console
 
     quiet_prefect_console()  # before Prefect is imported: it reads its logging settings then

@@ -36,3 +36,16 @@ def test_anything_else_is_a_one_line_error_naming_the_forms(bad: str) -> None:
     with pytest.raises(ValueError, match="--end-by") as e:
         end_time(bad, NOW)
     assert "\n" not in str(e.value)
+
+
+def test_an_end_with_a_training_deployment_is_refused_before_anything_is_touched(tmp_path) -> None:
+    """The deployment's SFT runs elsewhere, so the round could not hold the end: one line, no lake written."""
+    from typer.testing import CliRunner
+
+    from flywheel.cli import app
+
+    lake = tmp_path / "lake"
+    r = CliRunner().invoke(app, ["round", "run", "--lake", str(lake), "--end-by", "+30m",
+                                 "--train-deployment", "train-stage/gpu"])  # fmt: skip
+    assert r.exit_code != 0 and not lake.exists()
+    assert "--end-by with --train-deployment" in str(r.exception or r.output)
