@@ -396,7 +396,7 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
     if stage == "rl" and ctx.cfg.rl_mode == "search":  # practice by search and imitation (training/search_practice.py)
         from training.search_practice import search_job
 
-        res, _ = search_job(ctx.lake, ctx.round, base, lambda n, s: ctx.backend.training_tasks(n, 100_000 + s), f.search,
+        res, _ = search_job(ctx.lake, ctx.round, base, lambda n, s: ctx.backend.training_tasks(n, 100_000 + s), f.search.for_round(ctx.round),
                             f.prompt, lambda i, st: ctx.tick(stage, i=i, solved=st["solved"], steps=st["steps"]),
                             ctx.backend.name, ctx.cfg.env_tasks)  # fmt: skip
     else:
