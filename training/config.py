@@ -285,7 +285,7 @@ class SearchPracticeConfig:
     #: The learning rate of round r's practice: lr_by_round[r - 1], the last entry for every later round (empty:
     #: `optim.lr` in every round). Why: from a stronger base, smaller steps keep what SFT taught; round 3's practice
     #: replayed on five demo lakes read 67.0% at 3e-4 against 62.8% at 1e-3, round 2's was the same at both
-    #: (docs/training.md, "The demo under a 20-minute budget").
+    #: (docs/training.md, "Measured", the replays after the demo runs).
     lr_by_round: tuple[float, ...] = ()
     seed: int = 0
 

@@ -168,6 +168,9 @@ def test_a_demo_lake_continues_with_round_run(tmp_path: Path, flywheel_env: dict
         assert e["after"] == x.eval["overall"] and e["before"]["n"] == e["after"]["n"] > 0
         assert e["delta"] == pytest.approx(e["after"]["rate"] - e["before"]["rate"]) and 0 <= e["p"] <= 1
         assert e["rl_only"] - e["base_only"] == e["after"]["k"] - e["before"]["k"]
+    runs = {(x["round"], x["stage"]): json.loads(x["config"])
+            for x in Lake.open(lake).read("training_runs", columns=["round", "stage", "config"]).to_pylist()}  # fmt: skip
+    assert [runs[(r, "rl")]["search"]["optim"]["lr"] for r in (1, 2)] == [1e-3, 3e-4]  # lr_by_round, as practised
     # the lake's folder removed and the demo run again: its landing area (the old run's round files in it) is moved
     # aside, and round 0 lands the cold start alone
     shutil.rmtree(lake)

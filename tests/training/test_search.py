@@ -243,3 +243,12 @@ def _rehearsal(policy) -> list:
     row = {"instruction": "Click the right button", "steps": [{"observation": env.reset(), "thought": "",
                                                                "action": ThreeButtons.GO}]}  # fmt: skip
     return encode_all(policy.tokenizer, episode_examples(row))
+
+
+def test_each_round_practises_at_its_own_learning_rate_and_the_last_one_holds_after() -> None:
+    cfg = SearchPracticeConfig(optim=OptimConfig(lr=1e-3, warmup_steps=5), lr_by_round=(1e-3, 3e-4))
+    assert [cfg.for_round(r).optim.lr for r in (1, 2, 3, 7)] == [1e-3, 3e-4, 3e-4, 3e-4]
+    assert cfg.for_round(2).optim.warmup_steps == 5 and cfg.for_round(2).time_budget_s == cfg.time_budget_s
+    assert cfg.for_round(0) is cfg  # practice from the cold start (make bench) keeps optim.lr
+    plain = SearchPracticeConfig()
+    assert plain.for_round(3) is plain  # no schedule: optim.lr in every round
