@@ -57,3 +57,26 @@ def test_a_holder_killed_inside_its_swap_does_not_block_the_takeover(lake) -> No
     dead.acquire()
     with pytest.raises(LockHeld, match="taking it over now"):
         LakeLock(lake, "round", heartbeat=False).acquire()
+
+
+def test_a_guard_is_never_left_naming_no_one(lake, monkeypatch) -> None:
+    """A process killed while taking the guard leaves either no guard or one that names it, never an empty one (an
+    empty guard counted as alive and blocked the resume after a kill -9 for 30 s)."""
+    from pathlib import Path
+
+    from storage import lock as lock_mod
+
+    guard = Path(lake.uri.key("locks")) / "round.json.takeover"
+    guard.parent.mkdir(parents=True, exist_ok=True)
+
+    def killed(*a, **k):  # the process dies after writing its name, before the guard exists
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(lock_mod.os, "link", killed)
+    with pytest.raises(SystemExit):
+        lock_mod._make_guard(guard, "host:123")
+    assert not guard.exists()
+    monkeypatch.undo()
+    assert lock_mod._make_guard(guard, "host:123") and guard.read_text() == "host:123"
+    assert not lock_mod._make_guard(guard, "host:456") and guard.read_text() == "host:123"  # taken: refused
+    assert [p.name for p in guard.parent.iterdir()] == ["round.json.takeover"]  # no written file left beside it
