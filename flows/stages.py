@@ -382,8 +382,8 @@ def stage_train(ctx: RoundContext, stage: str) -> dict[str, Any]:
 
         return run_specialists(ctx.lake, ctx.round, ctx.cfg, base, lambda **kw: ctx.tick(stage, **kw))
     sft_cfg = f.cold_sft if (stage == "sft" and ctx.round == 0) else None
-    if stage == "sft" and ctx.end_by is not None:
-        sft_cfg = _sft_by_the_clock(ctx) or sft_cfg
+    if stage == "sft":
+        sft_cfg = _sft_by_the_clock(ctx) or sft_cfg  # None without an end: the configured SFT
     good = rollouts = None
     if stage == "rl" and ctx.cfg.rl_mode == "joint":
         from training.envs import known_good
